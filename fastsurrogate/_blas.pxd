@@ -1,0 +1,3 @@
+from fastsurrogate._common cimport fs_blas
+
+cdef const fs_blas *blas_table() noexcept nogil

@@ -1,0 +1,43 @@
+# Declarations of csrc/fs_common.h and csrc/fs_potential.h.
+# The layouts here must match the C headers.
+
+cdef extern from "fs_common.h" nogil:
+    enum:
+        FS_OK
+        FS_ENOMEM
+        FS_ENONFINITE
+        FS_ESINGULAR
+        FS_ECALLBACK
+        FS_EINVAL
+        FS_ELAPACK
+        FS_EINTERRUPT
+        FS_POOL_SLOTS
+
+    ctypedef struct fs_rng:
+        void *state
+        double (*normal)(void *state) noexcept nogil
+        double (*uniform)(void *state) noexcept nogil
+
+    ctypedef struct fs_pool:
+        size_t slot_doubles
+        double *mem
+
+    int fs_pool_init(fs_pool *pool, size_t slot_doubles)
+    void fs_pool_free(fs_pool *pool)
+    double *fs_pool_take(fs_pool *pool)
+    void fs_pool_give(fs_pool *pool, double *buf)
+
+    ctypedef struct fs_blas:
+        pass
+
+    const char *fs_strerror(int status)
+    bint fs_isfinite(double x)
+
+cdef extern from "fs_potential.h" nogil:
+    ctypedef int (*fs_potential_fn)(void *state, const double *q, double *value,
+                                    double *grad) noexcept nogil
+
+    ctypedef struct fs_potential:
+        void *state
+        fs_potential_fn eval
+        int dim

@@ -1,0 +1,283 @@
+"""The Potential type: the Python face of the fs_potential contract."""
+
+cimport cython
+from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer, PyCapsule_IsValid
+from libc.string cimport memcpy
+
+import numpy as np
+cimport numpy as cnp
+
+from fastsurrogate._common cimport (fs_potential, fs_potential_fn, fs_strerror,
+                                    FS_OK, FS_ECALLBACK, FS_ENONFINITE, FS_ENOMEM)
+
+cnp.import_array()
+
+CAPSULE_NAME = "fastsurrogate.potential_v1"
+cdef const char *_CAPSULE_NAME = "fastsurrogate.potential_v1"
+
+
+class PotentialError(RuntimeError):
+    """A potential's C code reported a failure (its status code is `.status`)."""
+
+    def __init__(self, msg, status=None):
+        super().__init__(msg)
+        self.status = status
+
+
+def raise_for_status(int status, where=""):
+    """Turn an FS_* status code into the matching Python exception."""
+    if status == FS_OK:
+        return
+    msg = fs_strerror(status).decode()
+    if where:
+        msg = f"{where}: {msg}"
+    if status == FS_ENOMEM:
+        raise MemoryError(msg)
+    raise PotentialError(msg, status)
+
+
+cdef class Potential:
+    """U(q) = -log density(q) + const on R^dim, evaluated by compiled code.
+
+    Every model, every trained surrogate and every user callable in
+    fastsurrogate is a Potential.  Samplers only see its C function
+    pointer, so any Potential can drive or judge any sampler.
+
+    Methods take ``q`` as a 1-D float array of shape ``(dim,)``.
+
+    Interoperability
+    ----------------
+    * bayes-kit / BridgeStan protocol: :meth:`dims`, :meth:`log_density`,
+      :meth:`log_density_gradient` (log density = -U).
+    * :attr:`capsule`: a ``PyCapsule`` named ``"fastsurrogate.potential_v1"``
+      holding a pointer to the ``fs_potential`` struct of
+      ``fastsurrogate/include/fs_potential.h`` (keep this object alive while
+      the pointer is used).
+    * Cython: ``from fastsurrogate._potential cimport Potential``.
+    """
+
+    def __cinit__(self, *args, **kwargs):
+        self.pot.state = NULL
+        self.pot.eval = NULL
+        self.pot.dim = 0
+        self.thread_safe = False
+        self._keep = None
+        self._error = None
+
+    @property
+    def dim(self):
+        """Number of parameters."""
+        return self.pot.dim
+
+    @property
+    def param_names(self):
+        """Names of the parameters (unconstrained scale), length ``dim``."""
+        return [f"q[{i}]" for i in range(self.pot.dim)]
+
+    def constrain(self, q):
+        """Map unconstrained draws ``(..., dim)`` to named constrained quantities.
+
+        Returns a dict ``name -> ndarray (...)``.  The default is the identity,
+        one entry per coordinate.
+        """
+        q = np.asarray(q, dtype=np.float64)
+        return {name: q[..., i] for i, name in enumerate(self.param_names)}
+
+    cdef int check_status(self, int status) except -1:
+        if status == FS_OK:
+            return 0
+        if status == FS_ECALLBACK and self._error is not None:
+            err = self._error
+            self._error = None
+            raise err
+        raise_for_status(status, type(self).__name__)
+        return -1
+
+    cdef cnp.ndarray _as_q(self, q):
+        if self.pot.eval == NULL:
+            raise TypeError(f"{type(self).__name__} is not initialised")
+        arr = np.ascontiguousarray(q, dtype=np.float64)
+        if arr.ndim != 1 or arr.shape[0] != self.pot.dim:
+            raise ValueError(f"q must have shape ({self.pot.dim},), got {np.shape(q)}")
+        return arr
+
+    def _eval(self, q, bint want_value, bint want_grad):
+        cdef cnp.ndarray qa = self._as_q(q)
+        cdef double value = 0.0
+        cdef cnp.ndarray g = np.empty(self.pot.dim, dtype=np.float64)
+        cdef const double *qp = <const double *>cnp.PyArray_DATA(qa)
+        cdef double *vp = &value if want_value else NULL
+        cdef double *gp = <double *>cnp.PyArray_DATA(g) if want_grad else NULL
+        cdef int status
+        with nogil:
+            status = self.pot.eval(self.pot.state, qp, vp, gp)
+        self.check_status(status)
+        return value, g
+
+    def value(self, q):
+        """U(q) as a float."""
+        return self._eval(q, True, False)[0]
+
+    def grad(self, q):
+        """dU/dq as an ndarray of shape ``(dim,)``."""
+        return self._eval(q, False, True)[1]
+
+    def value_and_grad(self, q):
+        """``(U(q), dU/dq)``: a float and an ndarray of shape ``(dim,)``."""
+        return self._eval(q, True, True)
+
+    def __call__(self, q):
+        return self.value(q)
+
+    # -- bayes-kit / BridgeStan protocol ---------------------------------
+    def dims(self):
+        """Number of parameters (bayes-kit protocol)."""
+        return self.pot.dim
+
+    def log_density(self, x):
+        """log density at x = -U(x) (bayes-kit protocol)."""
+        return -self.value(x)
+
+    def log_density_gradient(self, x):
+        """``(log density, gradient of log density)`` at x (bayes-kit protocol)."""
+        v, g = self._eval(x, True, True)
+        return -v, -g
+
+    # -- C-level access ----------------------------------------------------
+    @property
+    def capsule(self):
+        """PyCapsule ``"fastsurrogate.potential_v1"`` -> ``fs_potential *``."""
+        if self.pot.eval == NULL:
+            raise TypeError(f"{type(self).__name__} is not initialised")
+        return PyCapsule_New(<void *>&self.pot, _CAPSULE_NAME, NULL)
+
+    @staticmethod
+    def from_callable(f, dim, *, value=None, log_density=False, thread_safe=False,
+                      names=None):
+        """Wrap a Python function as a Potential.
+
+        Parameters
+        ----------
+        f : callable
+            ``f(q) -> (U, grad)`` with ``q`` an ndarray ``(dim,)``, ``U`` a float
+            and ``grad`` array-like ``(dim,)``.  With ``log_density=True``,
+            ``f`` returns ``(log p, grad log p)`` instead.
+        dim : int
+            Number of parameters.
+        value : callable, optional
+            ``value(q) -> U`` (or log p), used when only the value is needed
+            (exact Metropolis tests of surrogate samplers).
+        log_density : bool
+            Whether ``f`` and ``value`` return the log density instead of U.
+        thread_safe : bool
+            Declare that ``f`` may run in several threads at once.  Callables
+            hold the GIL, so chains still run one at a time.
+        names : sequence of str, optional
+            Parameter names.
+
+        An exception raised by ``f`` during sampling stops the sampler and
+        reaches the caller unchanged; a NaN or inf returned by ``f`` counts as
+        a divergence and the proposal is rejected.
+
+        Examples
+        --------
+        >>> import numpy as np, fastsurrogate as fs
+        >>> pot = fs.Potential.from_callable(lambda q: (0.5 * q @ q, q), 3)
+        >>> pot.value(np.ones(3))
+        1.5
+        """
+        return CallbackPotential(f, dim, value=value, log_density=log_density,
+                                 thread_safe=thread_safe, names=names)
+
+    @staticmethod
+    def from_capsule(capsule, keep_alive=None):
+        """Wrap an ``fs_potential`` given as a ``"fastsurrogate.potential_v1"`` capsule.
+
+        ``keep_alive`` is kept referenced (the object that owns the struct).
+        The result is treated as thread-safe only if ``keep_alive`` is a
+        thread-safe Potential.
+        """
+        if not PyCapsule_IsValid(capsule, _CAPSULE_NAME):
+            raise TypeError(f"expected a PyCapsule named {CAPSULE_NAME!r}")
+        cdef fs_potential *p = <fs_potential *>PyCapsule_GetPointer(capsule, _CAPSULE_NAME)
+        cdef Potential out = Potential.__new__(Potential)
+        out.pot = p[0]
+        out._keep = (capsule, keep_alive)
+        out.thread_safe = isinstance(keep_alive, Potential) and (<Potential>keep_alive).thread_safe
+        return out
+
+    def __repr__(self):
+        return f"<{type(self).__name__} dim={self.pot.dim}>"
+
+
+cdef int _callback_eval(void *state, const double *q, double *value,
+                        double *grad) noexcept nogil:
+    with gil:
+        return (<CallbackPotential>state)._call(q, value, grad)
+
+
+cdef class CallbackPotential(Potential):
+    """A Potential backed by a Python function (see Potential.from_callable)."""
+
+    cdef object _fn
+    cdef object _value_fn
+    cdef double _sign
+    cdef object _names
+
+    def __init__(self, f, dim, *, value=None, log_density=False, thread_safe=False,
+                 names=None):
+        if not callable(f):
+            raise TypeError(f"f must be callable, got {type(f).__name__}")
+        if value is not None and not callable(value):
+            raise TypeError(f"value must be callable or None, got {type(value).__name__}")
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
+            raise ValueError(f"dim must be a positive integer, got {dim!r}")
+        if names is not None:
+            names = [str(n) for n in names]
+            if len(names) != dim:
+                raise ValueError(f"names has {len(names)} entries; expected dim = {dim}")
+        self._fn = f
+        self._value_fn = value
+        self._sign = -1.0 if log_density else 1.0
+        self._names = names
+        self.pot.dim = <int>dim
+        self.pot.state = <void *>self
+        self.pot.eval = _callback_eval
+        self.thread_safe = bool(thread_safe)
+
+    @property
+    def param_names(self):
+        if self._names is not None:
+            return list(self._names)
+        return Potential.param_names.__get__(self)
+
+    cdef int _call(self, const double *q, double *value, double *grad) noexcept:
+        cdef Py_ssize_t i, d = self.pot.dim
+        cdef double[::1] gv
+        try:
+            qa = np.empty(d, dtype=np.float64)
+            memcpy(cnp.PyArray_DATA(qa), q, d * sizeof(double))
+            qa.flags.writeable = False
+            if grad == NULL and self._value_fn is not None:
+                v = self._value_fn(qa)
+                value[0] = self._sign * float(v)
+                return FS_OK
+            out = self._fn(qa)
+            if not isinstance(out, tuple) or len(out) != 2:
+                raise TypeError(
+                    f"potential callback must return a tuple (value, grad); got {type(out).__name__}")
+            v, g = out
+            if value != NULL:
+                value[0] = self._sign * float(v)
+            if grad != NULL:
+                ga = np.asarray(g, dtype=np.float64)
+                if ga.shape != (d,):
+                    raise ValueError(
+                        f"potential callback returned a gradient of shape {ga.shape}; expected ({d},)")
+                gv = np.ascontiguousarray(ga)
+                for i in range(d):
+                    grad[i] = self._sign * gv[i]
+            return FS_OK
+        except BaseException as e:
+            self._error = e
+            return FS_ECALLBACK

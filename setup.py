@@ -1,0 +1,117 @@
+"""Build the compiled parts of fastsurrogate.
+
+Only the extension list and the Cython directives live here; metadata is in
+pyproject.toml.  Environment switches:
+
+FASTSURROGATE_DEBUG=1    boundscheck/wraparound on, -O0 -g, no -march flags
+FASTSURROGATE_NO_OPENMP=1 build without OpenMP even where the compiler has it
+"""
+import os
+import shutil
+import sys
+import tempfile
+
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CSRC = "csrc"
+DEBUG = os.environ.get("FASTSURROGATE_DEBUG", "0") == "1"
+
+
+def _compiler_accepts(flags, source="int main(void){return 0;}\n"):
+    """True when the C compiler builds `source` with `flags` (and links it)."""
+    from setuptools._distutils.ccompiler import new_compiler
+    from setuptools._distutils.sysconfig import customize_compiler
+    cc = new_compiler()
+    customize_compiler(cc)
+    tmp = tempfile.mkdtemp()
+    try:
+        src = os.path.join(tmp, "probe.c")
+        with open(src, "w") as f:
+            f.write(source)
+        try:
+            objs = cc.compile([src], output_dir=tmp, extra_postargs=flags)
+            cc.link_executable(objs, os.path.join(tmp, "probe"), extra_postargs=flags)
+        except Exception:
+            return False
+        return True
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _openmp_flags():
+    if os.environ.get("FASTSURROGATE_NO_OPENMP", "0") == "1" or sys.platform == "win32":
+        return []
+    probe = "#include <omp.h>\nint main(void){return omp_get_max_threads() > 0 ? 0 : 1;}\n"
+    return ["-fopenmp"] if _compiler_accepts(["-fopenmp"], probe) else []
+
+
+OPENMP = _openmp_flags()
+if DEBUG:
+    CFLAGS = ["-O0", "-g", "-std=c99"]
+else:
+    # Hot kernels carry their own target_clones (AVX-512 / AVX2+FMA / baseline),
+    # so the wheel stays portable; no -march=native here.
+    CFLAGS = ["-O3", "-std=c99", "-fno-math-errno"]
+CFLAGS = CFLAGS + ["-D_GNU_SOURCE"] + OPENMP
+LDFLAGS = list(OPENMP)
+
+NP_RANDOM_LIB = os.path.join(os.path.dirname(np.__file__), "random", "lib")
+
+
+def ext(name, sources, rng=False):
+    kw = dict(
+        include_dirs=[CSRC, np.get_include()],
+        extra_compile_args=CFLAGS,
+        extra_link_args=LDFLAGS,
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    )
+    if rng:
+        kw["library_dirs"] = [NP_RANDOM_LIB]
+        kw["libraries"] = ["npyrandom", "m"]
+    srcs = [f"fastsurrogate/{name}.pyx"] + [os.path.join(CSRC, s) for s in sources]
+    return Extension(f"fastsurrogate.{name}", srcs, **kw)
+
+
+ALL_EXTENSIONS = [
+    ext("_blas", ["fs_common.c"]),
+    ext("_potential", ["fs_common.c"]),
+    ext("_hmc", ["fs_common.c", "fs_hmc.c"], rng=True),
+    ext("_glm", ["fs_common.c", "fs_glm.c"]),
+    ext("_models", ["fs_common.c", "fs_models.c"]),
+]
+# Development convenience: FASTSURROGATE_EXTENSIONS=_blas,_glm builds a subset.
+_only = os.environ.get("FASTSURROGATE_EXTENSIONS")
+EXTENSIONS = [e for e in ALL_EXTENSIONS
+              if not _only or e.name.split(".")[-1] in _only.split(",")]
+
+
+class build_py_with_headers(build_py):
+    """Ship the C headers inside the package (fastsurrogate.get_include())."""
+
+    def run(self):
+        super().run()
+        dest = os.path.join(self.build_lib, "fastsurrogate", "include")
+        os.makedirs(dest, exist_ok=True)
+        for fn in os.listdir(os.path.join(HERE, CSRC)):
+            if fn.endswith(".h"):
+                shutil.copy(os.path.join(HERE, CSRC, fn), dest)
+
+
+DIRECTIVES = dict(
+    language_level=3,
+    boundscheck=DEBUG,
+    wraparound=DEBUG,
+    initializedcheck=DEBUG,
+    cdivision=True,
+    embedsignature=True,
+)
+
+setup(
+    ext_modules=cythonize(EXTENSIONS, compiler_directives=DIRECTIVES,
+                          include_path=["fastsurrogate"]),
+    cmdclass={"build_py": build_py_with_headers},
+)
