@@ -27,8 +27,34 @@ cdef extern from "fs_common.h" nogil:
     double *fs_pool_take(fs_pool *pool)
     void fs_pool_give(fs_pool *pool, double *buf)
 
+    # Function-pointer types, opaque to Cython (their C prototypes are in fs_common.h).
+    ctypedef void *fs_ddot_fn
+    ctypedef void *fs_daxpy_fn
+    ctypedef void *fs_dgemv_fn
+    ctypedef void *fs_dger_fn
+    ctypedef void *fs_dgemm_fn
+    ctypedef void *fs_dsyrk_fn
+    ctypedef void *fs_dsymv_fn
+    ctypedef void *fs_dtrsv_fn
+    ctypedef void *fs_dtrsm_fn
+    ctypedef void *fs_dpotrf_fn
+    ctypedef void *fs_dpotrs_fn
+    ctypedef void *fs_dsyev_fn
+    ctypedef void *fs_dgelsd_fn
     ctypedef struct fs_blas:
-        pass
+        fs_ddot_fn ddot
+        fs_daxpy_fn daxpy
+        fs_dgemv_fn dgemv
+        fs_dger_fn dger
+        fs_dgemm_fn dgemm
+        fs_dsyrk_fn dsyrk
+        fs_dsymv_fn dsymv
+        fs_dtrsv_fn dtrsv
+        fs_dtrsm_fn dtrsm
+        fs_dpotrf_fn dpotrf
+        fs_dpotrs_fn dpotrs
+        fs_dsyev_fn dsyev
+        fs_dgelsd_fn dgelsd
 
     const char *fs_strerror(int status)
     bint fs_isfinite(double x)

@@ -16,3 +16,4 @@ cdef class Potential:
     cdef object __weakref__
 
     cdef int check_status(self, int status) except -1
+    cdef object _as_q(self, q)

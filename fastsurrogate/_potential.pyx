@@ -93,7 +93,7 @@ cdef class Potential:
         raise_for_status(status, type(self).__name__)
         return -1
 
-    cdef cnp.ndarray _as_q(self, q):
+    cdef object _as_q(self, q):
         if self.pot.eval == NULL:
             raise TypeError(f"{type(self).__name__} is not initialised")
         arr = np.ascontiguousarray(q, dtype=np.float64)
@@ -253,7 +253,7 @@ cdef class CallbackPotential(Potential):
 
     cdef int _call(self, const double *q, double *value, double *grad) noexcept:
         cdef Py_ssize_t i, d = self.pot.dim
-        cdef double[::1] gv
+        cdef const double[::1] gv
         try:
             qa = np.empty(d, dtype=np.float64)
             memcpy(cnp.PyArray_DATA(qa), q, d * sizeof(double))

@@ -1,0 +1,371 @@
+/* fs_hmc.c: leapfrog, HMC transitions (with delayed acceptance), the chain
+ * loop, dual averaging and the initial step-size heuristic. */
+#include <math.h>
+#include <string.h>
+
+#include "fs_hmc.h"
+
+/* ---- kinetic energy and momentum ---------------------------------------- */
+
+double fs_hmc_kinetic(const fs_hmc_config *cfg, const double *p, double *FS_RESTRICT v)
+{
+    const int d = cfg->dim;
+    double k = 0.0;
+    int i, j;
+    switch (cfg->metric) {
+    case FS_METRIC_DIAG: {
+        const double *m = cfg->inv_metric;
+        for (i = 0; i < d; i++) { v[i] = m[i] * p[i]; k += p[i] * v[i]; }
+        break;
+    }
+    case FS_METRIC_DENSE: {
+        const double *m = cfg->inv_metric;
+        for (i = 0; i < d; i++) {
+            const double *row = m + (size_t)i * d;
+            double s = 0.0;
+            for (j = 0; j < d; j++) s += row[j] * p[j];
+            v[i] = s;
+            k += p[i] * s;
+        }
+        break;
+    }
+    default:
+        for (i = 0; i < d; i++) { v[i] = p[i]; k += p[i] * p[i]; }
+    }
+    return 0.5 * k;
+}
+
+static void velocity(const fs_hmc_config *cfg, const double *p, double *FS_RESTRICT v)
+{
+    const int d = cfg->dim;
+    int i, j;
+    switch (cfg->metric) {
+    case FS_METRIC_DIAG:
+        for (i = 0; i < d; i++) v[i] = cfg->inv_metric[i] * p[i];
+        break;
+    case FS_METRIC_DENSE:
+        for (i = 0; i < d; i++) {
+            const double *row = cfg->inv_metric + (size_t)i * d;
+            double s = 0.0;
+            for (j = 0; j < d; j++) s += row[j] * p[j];
+            v[i] = s;
+        }
+        break;
+    default:
+        memcpy(v, p, sizeof(double) * (size_t)d);
+    }
+}
+
+static void draw_momentum(const fs_hmc_config *cfg, fs_rng *rng, double *FS_RESTRICT p,
+                          double *FS_RESTRICT z)
+{
+    const int d = cfg->dim;
+    int i, k;
+    switch (cfg->metric) {
+    case FS_METRIC_DIAG:
+        for (i = 0; i < d; i++) p[i] = cfg->metric_chol[i] * rng->normal(rng->state);
+        break;
+    case FS_METRIC_DENSE:
+        for (i = 0; i < d; i++) z[i] = rng->normal(rng->state);
+        for (i = 0; i < d; i++) {
+            const double *row = cfg->metric_chol + (size_t)i * d;
+            double s = 0.0;
+            for (k = 0; k <= i; k++) s += row[k] * z[k];
+            p[i] = s;
+        }
+        break;
+    default:
+        for (i = 0; i < d; i++) p[i] = rng->normal(rng->state);
+    }
+}
+
+static int all_finite(const double *x, int n)
+{
+    double s = 0.0;
+    int i;
+    for (i = 0; i < n; i++) s += x[i] * 0.0;
+    return s == 0.0;  /* NaN*0 and inf*0 are NaN */
+}
+
+/* ---- leapfrog ------------------------------------------------------------ */
+
+/* n_steps leapfrog steps of size eps from (q, p) with drive gradient g at q,
+   all updated in place.  With want_value, the drive value at the final
+   position goes to *u_end.  Returns FS_OK, FS_ENONFINITE (a divergence:
+   non-finite gradient or value) or a potential's error code. */
+static int leapfrog(const fs_hmc_config *cfg, double eps, int n_steps,
+                    const fs_potential *drive, double *FS_RESTRICT q,
+                    double *FS_RESTRICT g, double *FS_RESTRICT p,
+                    double *FS_RESTRICT v, int want_value, double *u_end)
+{
+    const int d = cfg->dim;
+    const double half = 0.5 * eps;
+    int s, i, status;
+    for (i = 0; i < d; i++) p[i] -= half * g[i];
+    for (s = 1; s <= n_steps; s++) {
+        const int last = (s == n_steps);
+        velocity(cfg, p, v);
+        for (i = 0; i < d; i++) q[i] += eps * v[i];
+        status = drive->eval(drive->state, q, (last && want_value) ? u_end : NULL, g);
+        if (status != FS_OK) return status;
+        if (!all_finite(g, d)) return FS_ENONFINITE;
+        {
+            const double h = last ? half : eps;
+            for (i = 0; i < d; i++) p[i] -= h * g[i];
+        }
+    }
+    if (want_value && !fs_isfinite(*u_end)) return FS_ENONFINITE;
+    return FS_OK;
+}
+
+/* ---- transitions --------------------------------------------------------- */
+
+size_t fs_hmc_workspace_size(int dim)
+{
+    return (size_t)5 * (size_t)(dim > 0 ? dim : 1);
+}
+
+static int same_potential(const fs_potential *a, const fs_potential *b)
+{
+    return a == b || (a->eval == b->eval && a->state == b->state);
+}
+
+int fs_hmc_point_init(const fs_hmc_config *cfg, const fs_potential *drive,
+                      const fs_potential *judge, fs_hmc_point *cur)
+{
+    const int same = same_potential(drive, judge);
+    const int want_drive_value = same || cfg->delayed_acceptance;
+    double ud = NAN, uj = NAN;
+    int status;
+    status = drive->eval(drive->state, cur->q, want_drive_value ? &ud : NULL, cur->grad);
+    if (status != FS_OK) return status;
+    if (same) {
+        uj = ud;
+    } else {
+        status = judge->eval(judge->state, cur->q, &uj, NULL);
+        if (status != FS_OK) return status;
+    }
+    cur->u_drive = ud;
+    cur->u_judge = uj;
+    if ((want_drive_value && !fs_isfinite(ud)) || !fs_isfinite(uj)
+        || !all_finite(cur->grad, drive->dim))
+        return FS_ENONFINITE;
+    return FS_OK;
+}
+
+int fs_hmc_transition(const fs_hmc_config *cfg, const fs_potential *drive,
+                      const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
+                      double *FS_RESTRICT work, fs_hmc_info *info)
+{
+    const int d = cfg->dim;
+    double *p = work, *v = work + d, *q1 = work + 2 * (size_t)d;
+    double *g1 = work + 3 * (size_t)d, *z = work + 4 * (size_t)d;
+    const int same = same_potential(drive, judge);
+    const int da = cfg->delayed_acceptance && !same;
+    int n_steps = cfg->n_steps, status, accept = 0;
+    double k0, k1, h0, h1, ud1 = NAN, uj1 = NAN, dh, a;
+
+    if (cfg->random_n_steps && cfg->n_steps > 1) {
+        n_steps = 1 + (int)(rng->uniform(rng->state) * cfg->n_steps);
+        if (n_steps > cfg->n_steps) n_steps = cfg->n_steps;
+    }
+    info->n_steps = n_steps;
+    info->divergent = 0;
+    info->accepted = 0;
+    info->n_judge_evals = 0;
+    info->da_rejected = 0;
+    info->energy_error = NAN;
+
+    draw_momentum(cfg, rng, p, z);
+    k0 = fs_hmc_kinetic(cfg, p, v);
+    h0 = cur->u_judge + k0;
+    memcpy(q1, cur->q, sizeof(double) * (size_t)d);
+    memcpy(g1, cur->grad, sizeof(double) * (size_t)d);
+
+    status = leapfrog(cfg, cfg->step_size, n_steps, drive, q1, g1, p, v,
+                      same || da, &ud1);
+    if (status == FS_ENONFINITE) {
+        info->divergent = 1;
+        info->accept_prob = 0.0;
+        info->energy = h0;
+        return FS_OK;
+    }
+    if (status != FS_OK) return status;
+    k1 = fs_hmc_kinetic(cfg, p, v);
+
+    a = 1.0;
+    if (da) {
+        /* stage 1: the drive Hamiltonian, no judge evaluation */
+        const double dh_drive = (ud1 + k1) - (cur->u_drive + k0);
+        const double a1 = fs_isfinite(dh_drive) ? (dh_drive > 0 ? exp(-dh_drive) : 1.0) : 0.0;
+        if (!(rng->uniform(rng->state) < a1)) {
+            info->da_rejected = 1;
+            info->accept_prob = a1;
+            info->energy = h0;
+            return FS_OK;
+        }
+        status = judge->eval(judge->state, q1, &uj1, NULL);
+        if (status != FS_OK && status != FS_ENONFINITE) return status;
+        info->n_judge_evals = 1;
+        dh = (uj1 + k1) - h0;
+        info->energy_error = dh;
+        if (status == FS_ENONFINITE || !fs_isfinite(dh) || dh > cfg->max_energy_error) {
+            info->divergent = 1;
+            info->accept_prob = 0.0;
+            info->energy = h0;
+            return FS_OK;
+        }
+        {
+            const double r = dh - dh_drive;  /* second-stage log ratio */
+            const double a2 = r > 0 ? exp(-r) : 1.0;
+            accept = rng->uniform(rng->state) < a2;
+            a = a1 * a2;
+        }
+    } else {
+        if (same) {
+            uj1 = ud1;
+        } else {
+            status = judge->eval(judge->state, q1, &uj1, NULL);
+            if (status != FS_OK && status != FS_ENONFINITE) return status;
+            info->n_judge_evals = 1;
+            if (status == FS_ENONFINITE) uj1 = NAN;
+        }
+        h1 = uj1 + k1;
+        dh = h1 - h0;
+        info->energy_error = dh;
+        if (!fs_isfinite(dh) || dh > cfg->max_energy_error) {
+            info->divergent = 1;
+            info->accept_prob = 0.0;
+            info->energy = h0;
+            return FS_OK;
+        }
+        a = dh > 0 ? exp(-dh) : 1.0;
+        accept = rng->uniform(rng->state) < a;
+    }
+    info->accept_prob = a;
+    if (accept) {
+        memcpy(cur->q, q1, sizeof(double) * (size_t)d);
+        memcpy(cur->grad, g1, sizeof(double) * (size_t)d);
+        cur->u_judge = uj1;
+        cur->u_drive = ud1;
+        info->accepted = 1;
+        info->energy = uj1 + k1;
+    } else {
+        info->energy = h0;
+    }
+    return FS_OK;
+}
+
+/* ---- dual averaging ------------------------------------------------------ */
+
+void fs_dual_avg_init(fs_dual_avg *da, double step_size, double delta)
+{
+    da->mu = log(10.0 * step_size);
+    da->gamma = 0.05;
+    da->t0 = 10.0;
+    da->kappa = 0.75;
+    da->delta = delta;
+    da->h_bar = 0.0;
+    da->log_eps = log(step_size);
+    da->log_eps_bar = 0.0;
+    da->count = 0.0;
+}
+
+double fs_dual_avg_update(fs_dual_avg *da, double accept_prob)
+{
+    double eta, x;
+    if (!(accept_prob >= 0.0)) accept_prob = 0.0;  /* NaN -> 0 */
+    if (accept_prob > 1.0) accept_prob = 1.0;
+    da->count += 1.0;
+    eta = 1.0 / (da->count + da->t0);
+    da->h_bar = (1.0 - eta) * da->h_bar + eta * (da->delta - accept_prob);
+    da->log_eps = da->mu - sqrt(da->count) / da->gamma * da->h_bar;
+    x = pow(da->count, -da->kappa);
+    da->log_eps_bar = x * da->log_eps + (1.0 - x) * da->log_eps_bar;
+    return exp(da->log_eps);
+}
+
+/* ---- chain loop ---------------------------------------------------------- */
+
+int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
+               const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
+               fs_dual_avg *adapt, long n_iter, const fs_hmc_trace *tr,
+               double *FS_RESTRICT work, volatile const int *stop, long *n_done,
+               double *step_size_out)
+{
+    fs_hmc_config c = *cfg;
+    fs_hmc_info info;
+    const int d = cfg->dim;
+    long it;
+    int status = FS_OK;
+
+    for (it = 0; it < n_iter; it++) {
+        if (stop != NULL && *stop) { status = FS_EINTERRUPT; break; }
+        status = fs_hmc_transition(&c, drive, judge, rng, cur, work, &info);
+        if (status != FS_OK) break;
+        if (tr->draws) memcpy(tr->draws + (size_t)it * d, cur->q, sizeof(double) * (size_t)d);
+        if (tr->potential) tr->potential[it] = cur->u_judge;
+        if (tr->accept_prob) tr->accept_prob[it] = info.accept_prob;
+        if (tr->energy_error) tr->energy_error[it] = info.energy_error;
+        if (tr->energy) tr->energy[it] = info.energy;
+        if (tr->step_size) tr->step_size[it] = c.step_size;
+        if (tr->accepted) tr->accepted[it] = (int8_t)info.accepted;
+        if (tr->divergent) tr->divergent[it] = (int8_t)info.divergent;
+        if (tr->n_steps) tr->n_steps[it] = (int32_t)info.n_steps;
+        if (tr->judge_evaluated) tr->judge_evaluated[it] = (int8_t)info.n_judge_evals;
+        if (adapt != NULL) c.step_size = fs_dual_avg_update(adapt, info.accept_prob);
+    }
+    *n_done = it;
+    if (step_size_out) *step_size_out = c.step_size;
+    return status;
+}
+
+/* ---- initial step size --------------------------------------------------- */
+
+static int one_step_delta_h(const fs_hmc_config *cfg, double eps, const fs_potential *drive,
+                            const fs_potential *judge, fs_rng *rng, const fs_hmc_point *cur,
+                            double *FS_RESTRICT work, double *delta_h)
+{
+    const int d = cfg->dim;
+    double *p = work, *v = work + d, *q1 = work + 2 * (size_t)d;
+    double *g1 = work + 3 * (size_t)d, *z = work + 4 * (size_t)d;
+    const int same = same_potential(drive, judge);
+    double k0, k1, u1 = NAN;
+    int status;
+    draw_momentum(cfg, rng, p, z);
+    k0 = fs_hmc_kinetic(cfg, p, v);
+    memcpy(q1, cur->q, sizeof(double) * (size_t)d);
+    memcpy(g1, cur->grad, sizeof(double) * (size_t)d);
+    status = leapfrog(cfg, eps, 1, drive, q1, g1, p, v, same, &u1);
+    if (status == FS_OK && !same) status = judge->eval(judge->state, q1, &u1, NULL);
+    if (status == FS_ENONFINITE) { *delta_h = -INFINITY; return FS_OK; }
+    if (status != FS_OK) return status;
+    k1 = fs_hmc_kinetic(cfg, p, v);
+    *delta_h = (cur->u_judge + k0) - (u1 + k1);
+    if (!fs_isfinite(*delta_h)) *delta_h = -INFINITY;
+    return FS_OK;
+}
+
+int fs_hmc_find_step_size(const fs_hmc_config *cfg, const fs_potential *drive,
+                          const fs_potential *judge, fs_rng *rng,
+                          const fs_hmc_point *cur, double *FS_RESTRICT work,
+                          double *step_size)
+{
+    const double log08 = log(0.8);
+    double eps = cfg->step_size, dh;
+    int direction, status, iter;
+    if (!(eps > 0.0) || eps > 1e7) return FS_EINVAL;
+    status = one_step_delta_h(cfg, eps, drive, judge, rng, cur, work, &dh);
+    if (status != FS_OK) return status;
+    direction = dh > log08 ? 1 : -1;
+    for (iter = 0; iter < 200; iter++) {
+        status = one_step_delta_h(cfg, eps, drive, judge, rng, cur, work, &dh);
+        if (status != FS_OK) return status;
+        if (direction == 1 && !(dh > log08)) break;
+        if (direction == -1 && !(dh < log08)) break;
+        eps = direction == 1 ? 2.0 * eps : 0.5 * eps;
+        if (eps > 1e7 || eps < 1e-12) break;
+    }
+    *step_size = eps;
+    return FS_OK;
+}

@@ -1,0 +1,129 @@
+/* fs_hmc.h: leapfrog trajectories, HMC transitions and the whole chain loop.
+ *
+ * A transition takes two potentials: `drive`, whose gradient moves the
+ * leapfrog trajectory, and `judge`, whose value enters the Metropolis test.
+ * Exact HMC passes the same potential twice (its value at the end of the
+ * trajectory then comes with the last gradient, for free).  Surrogate
+ * samplers pass a surrogate as `drive` and the exact model as `judge`
+ * (RNS-HMC, NNgHMC), or the surrogate as both (VHMC).
+ *
+ * Delayed acceptance (optional): a proposal first faces a Metropolis test
+ * with the drive Hamiltonian; only if it passes is the judge evaluated, and
+ * a second test with ratio exp(-(dH_judge - dH_drive)) keeps the chain exact
+ * for the judge target.
+ */
+#ifndef FS_HMC_H
+#define FS_HMC_H
+
+#include <stdint.h>
+#include "fs_common.h"
+#include "fs_potential.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { FS_METRIC_UNIT = 0, FS_METRIC_DIAG = 1, FS_METRIC_DENSE = 2 };
+
+typedef struct fs_hmc_config {
+    int dim;
+    double step_size;
+    int n_steps;               /* L >= 1                                        */
+    int random_n_steps;        /* 1: L_t uniform on 1..n_steps each iteration   */
+    int metric;                /* FS_METRIC_*                                   */
+    /* DIAG: dim values of M^{-1}; DENSE: dim*dim row-major M^{-1}.            */
+    const double *inv_metric;
+    /* DIAG: dim values sqrt(M_jj); DENSE: dim*dim row-major lower Cholesky
+       factor L of M (M = L L^T), so that p = L z ~ N(0, M).                   */
+    const double *metric_chol;
+    double max_energy_error;   /* dH above this is a divergence (Stan: 1000)    */
+    int delayed_acceptance;    /* 1: first-stage test with the drive Hamiltonian */
+} fs_hmc_config;
+
+/* The chain's current state, owned by the caller. */
+typedef struct fs_hmc_point {
+    double *q;          /* dim: position                                        */
+    double *grad;       /* dim: drive gradient at q                             */
+    double u_judge;     /* judge U at q                                         */
+    double u_drive;     /* drive U at q (used by delayed acceptance only)       */
+} fs_hmc_point;
+
+/* What one transition reports. */
+typedef struct fs_hmc_info {
+    double accept_prob;   /* min(1, exp(-dH)) of the (last) test made          */
+    double energy_error;  /* judge H(proposal) - H(start); NaN if not computed  */
+    double energy;        /* judge H of the state kept                          */
+    int accepted;
+    int divergent;
+    int n_steps;
+    int n_judge_evals;    /* judge evaluations made (0 when DA rejected early)  */
+    int da_rejected;      /* rejected at the first (drive) stage                */
+} fs_hmc_info;
+
+/* Per-iteration output arrays of a chain run; any pointer may be NULL. */
+typedef struct fs_hmc_trace {
+    double *draws;          /* n_iter * dim                                     */
+    double *potential;      /* judge U at each draw                             */
+    double *accept_prob;
+    double *energy_error;
+    double *energy;
+    double *step_size;      /* step size used in the iteration                  */
+    int8_t *accepted;
+    int8_t *divergent;
+    int32_t *n_steps;
+    int8_t *judge_evaluated;
+} fs_hmc_trace;
+
+/* Dual averaging of log(step size) (Hoffman & Gelman 2014, Stan's defaults). */
+typedef struct fs_dual_avg {
+    double mu, gamma, t0, kappa, delta;
+    double h_bar, log_eps, log_eps_bar;
+    double count;
+} fs_dual_avg;
+
+void fs_dual_avg_init(fs_dual_avg *da, double step_size, double delta);
+/* Feeds one acceptance probability; returns the next step size to use. */
+double fs_dual_avg_update(fs_dual_avg *da, double accept_prob);
+
+/* Doubles of workspace that fs_hmc_transition / fs_hmc_run need. */
+size_t fs_hmc_workspace_size(int dim);
+
+/* Evaluates judge U and the drive gradient at cur->q (and the drive U when
+   drive == judge or with delayed acceptance).  Returns FS_ENONFINITE when
+   any of them is not finite. */
+int fs_hmc_point_init(const fs_hmc_config *cfg, const fs_potential *drive,
+                      const fs_potential *judge, fs_hmc_point *cur);
+
+/* One HMC transition from cur (updated in place on acceptance).
+   Potential errors other than FS_ENONFINITE stop it and are returned with
+   cur unchanged; non-finite values or gradients are divergences. */
+int fs_hmc_transition(const fs_hmc_config *cfg, const fs_potential *drive,
+                      const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
+                      double *FS_RESTRICT work, fs_hmc_info *info);
+
+/* n_iter transitions, storing draws and stats in `trace` row by row.
+   With `adapt` non-NULL the step size follows dual averaging after every
+   iteration (cfg->step_size is the starting value; the final one is
+   returned in *step_size_out when that is non-NULL).  Checks *stop before
+   each iteration.  *n_done gets the number of completed iterations, also on
+   error or interruption (FS_EINTERRUPT). */
+int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
+               const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
+               fs_dual_avg *adapt, long n_iter, const fs_hmc_trace *trace,
+               double *FS_RESTRICT work, volatile const int *stop, long *n_done,
+               double *step_size_out);
+
+/* Stan's heuristic for an initial step size: double or halve the step until
+   the acceptance probability of one leapfrog step crosses 0.8. */
+int fs_hmc_find_step_size(const fs_hmc_config *cfg, const fs_potential *drive,
+                          const fs_potential *judge, fs_rng *rng,
+                          const fs_hmc_point *cur, double *FS_RESTRICT work,
+                          double *step_size);
+
+/* Kinetic energy 0.5 p^T M^{-1} p, velocity v = M^{-1} p into v. */
+double fs_hmc_kinetic(const fs_hmc_config *cfg, const double *p, double *FS_RESTRICT v);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FS_HMC_H */

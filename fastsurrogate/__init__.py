@@ -1,0 +1,1 @@
+"""fastsurrogate: Hamiltonian Monte Carlo made cheap for expensive posteriors."""

@@ -1,0 +1,71 @@
+# Declarations of csrc/fs_hmc.h.
+from libc.stdint cimport int8_t, int32_t
+from fastsurrogate._common cimport fs_potential, fs_rng
+
+cdef extern from "fs_hmc.h" nogil:
+    enum:
+        FS_METRIC_UNIT
+        FS_METRIC_DIAG
+        FS_METRIC_DENSE
+
+    ctypedef struct fs_hmc_config:
+        int dim
+        double step_size
+        int n_steps
+        int random_n_steps
+        int metric
+        const double *inv_metric
+        const double *metric_chol
+        double max_energy_error
+        int delayed_acceptance
+
+    ctypedef struct fs_hmc_point:
+        double *q
+        double *grad
+        double u_judge
+        double u_drive
+
+    ctypedef struct fs_hmc_info:
+        double accept_prob
+        double energy_error
+        double energy
+        int accepted
+        int divergent
+        int n_steps
+        int n_judge_evals
+        int da_rejected
+
+    ctypedef struct fs_hmc_trace:
+        double *draws
+        double *potential
+        double *accept_prob
+        double *energy_error
+        double *energy
+        double *step_size
+        int8_t *accepted
+        int8_t *divergent
+        int32_t *n_steps
+        int8_t *judge_evaluated
+
+    ctypedef struct fs_dual_avg:
+        double mu, gamma, t0, kappa, delta
+        double h_bar, log_eps, log_eps_bar
+        double count
+
+    void fs_dual_avg_init(fs_dual_avg *da, double step_size, double delta)
+    double fs_dual_avg_update(fs_dual_avg *da, double accept_prob)
+    size_t fs_hmc_workspace_size(int dim)
+    int fs_hmc_point_init(const fs_hmc_config *cfg, const fs_potential *drive,
+                          const fs_potential *judge, fs_hmc_point *cur)
+    int fs_hmc_transition(const fs_hmc_config *cfg, const fs_potential *drive,
+                          const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
+                          double *work, fs_hmc_info *info)
+    int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
+                   const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
+                   fs_dual_avg *adapt, long n_iter, const fs_hmc_trace *trace,
+                   double *work, const int *stop, long *n_done,
+                   double *step_size_out)
+    int fs_hmc_find_step_size(const fs_hmc_config *cfg, const fs_potential *drive,
+                              const fs_potential *judge, fs_rng *rng,
+                              const fs_hmc_point *cur, double *work,
+                              double *step_size)

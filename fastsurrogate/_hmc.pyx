@@ -1,0 +1,300 @@
+"""One HMC chain whose whole loop runs in C (csrc/fs_hmc.c) without the GIL.
+
+`Chain` is the building block of every sampler in fastsurrogate: it holds the
+current state, the step size and mass matrix, the dual-averaging state and
+the chain's random stream (a numpy.random.Generator), and runs chunks of
+iterations into caller-provided trace arrays.
+"""
+
+from cpython.pycapsule cimport PyCapsule_GetPointer
+from libc.string cimport memcpy
+from libc.math cimport exp
+
+import numpy as np
+cimport numpy as cnp
+from numpy.random cimport bitgen_t
+from numpy.random.c_distributions cimport random_standard_normal
+
+from fastsurrogate._common cimport fs_rng, fs_potential, FS_OK, FS_ENONFINITE, FS_EINTERRUPT
+from fastsurrogate._potential cimport Potential
+from fastsurrogate._potential import raise_for_status
+
+cnp.import_array()
+
+STATUS_OK = FS_OK
+STATUS_INTERRUPTED = FS_EINTERRUPT
+
+TRACE_FIELDS = {
+    "potential": np.float64,
+    "accept_prob": np.float64,
+    "energy_error": np.float64,
+    "energy": np.float64,
+    "step_size": np.float64,
+    "accepted": np.int8,
+    "divergent": np.int8,
+    "n_steps": np.int32,
+    "judge_evaluated": np.int8,
+}
+
+
+def new_trace(long n, int dim):
+    """Arrays for n iterations: ``draws`` (n, dim) and the TRACE_FIELDS (n,)."""
+    out = {"draws": np.full((n, dim), np.nan)}
+    for k, dt in TRACE_FIELDS.items():
+        out[k] = np.zeros(n, dtype=dt)
+    return out
+
+
+cdef double _rng_normal(void *s) noexcept nogil:
+    return random_standard_normal(<bitgen_t *>s)
+
+
+cdef double _rng_uniform(void *s) noexcept nogil:
+    cdef bitgen_t *b = <bitgen_t *>s
+    return b.next_double(b.state)
+
+
+cdef class Chain:
+    """State of one HMC chain driven by `drive` and judged by `judge`.
+
+    Parameters
+    ----------
+    drive : Potential
+        Its gradient moves the leapfrog trajectory.
+    judge : Potential
+        Its value enters the Metropolis test (pass ``drive`` again for exact HMC).
+    q0 : array_like, shape (dim,)
+        Initial position; the potentials must be finite there.
+    generator : numpy.random.Generator
+        The chain's random stream (momenta, uniforms, random path lengths).
+    step_size : float
+    n_steps : int
+        Leapfrog steps per iteration (the maximum when ``random_n_steps``).
+    random_n_steps : bool
+        Draw the number of steps uniformly from 1..n_steps each iteration.
+    inv_metric : None, array (dim,) or (dim, dim)
+        Inverse mass matrix: identity, diagonal or dense.
+    max_energy_error : float
+        An energy error above this is a divergence.
+    delayed_acceptance : bool
+        Screen proposals with the drive Hamiltonian before evaluating the judge.
+    """
+
+    cdef Potential drive
+    cdef Potential judge
+    cdef fs_hmc_config cfg
+    cdef fs_hmc_point cur
+    cdef fs_dual_avg da
+    cdef bint adapting
+    cdef fs_rng rng
+    cdef object generator
+    cdef object lock
+    cdef cnp.ndarray _q, _grad, _work, _inv_metric, _metric_chol
+
+    def __init__(self, Potential drive not None, Potential judge not None, q0, generator,
+                 double step_size=0.1, int n_steps=10, bint random_n_steps=False,
+                 inv_metric=None, double max_energy_error=1000.0,
+                 bint delayed_acceptance=False):
+        cdef int d = drive.pot.dim
+        if drive.pot.eval == NULL or judge.pot.eval == NULL:
+            raise TypeError("drive and judge must be initialised Potentials")
+        if judge.pot.dim != d:
+            raise ValueError(f"drive has dim {d} but judge has dim {judge.pot.dim}")
+        if not isinstance(generator, np.random.Generator):
+            raise TypeError("generator must be a numpy.random.Generator")
+        if not (step_size > 0 and np.isfinite(step_size)):
+            raise ValueError(f"step_size must be positive and finite, got {step_size}")
+        if n_steps < 1:
+            raise ValueError(f"n_steps must be >= 1, got {n_steps}")
+        if not max_energy_error > 0:
+            raise ValueError("max_energy_error must be positive")
+        self.drive = drive
+        self.judge = judge
+        self.generator = generator
+        bg = generator.bit_generator
+        self.lock = bg.lock
+        self.rng.state = PyCapsule_GetPointer(bg.capsule, "BitGenerator")
+        self.rng.normal = _rng_normal
+        self.rng.uniform = _rng_uniform
+        self._work = np.zeros(fs_hmc_workspace_size(d))
+        self.cfg.dim = d
+        self.cfg.step_size = step_size
+        self.cfg.n_steps = n_steps
+        self.cfg.random_n_steps = random_n_steps
+        self.cfg.max_energy_error = max_energy_error
+        self.cfg.delayed_acceptance = delayed_acceptance
+        self.set_inv_metric(inv_metric)
+        self._grad = np.zeros(d)
+        self.adapting = False
+        self.set_position(q0)
+
+    # -- state -----------------------------------------------------------
+    def set_position(self, q0):
+        """Move the chain to q0 (evaluates the potentials there)."""
+        cdef int d = self.cfg.dim
+        q = np.array(q0, dtype=np.float64, copy=True).ravel()
+        if q.shape[0] != d:
+            raise ValueError(f"initial position must have shape ({d},), got {np.shape(q0)}")
+        if not np.all(np.isfinite(q)):
+            raise ValueError("initial position contains NaN or inf")
+        self._q = q
+        self.cur.q = <double *>cnp.PyArray_DATA(self._q)
+        self.cur.grad = <double *>cnp.PyArray_DATA(self._grad)
+        cdef int status
+        with nogil:
+            status = fs_hmc_point_init(&self.cfg, &self.drive.pot, &self.judge.pot, &self.cur)
+        if status == FS_ENONFINITE:
+            raise ValueError("the potential or its gradient is not finite at the initial position")
+        self._raise(status, "initial position")
+
+    @property
+    def position(self):
+        """Current position, shape (dim,) (a copy)."""
+        return self._q.copy()
+
+    @property
+    def potential(self):
+        """Judge U at the current position."""
+        return self.cur.u_judge
+
+    @property
+    def step_size(self):
+        return self.cfg.step_size
+
+    @step_size.setter
+    def step_size(self, double value):
+        if not (value > 0 and np.isfinite(value)):
+            raise ValueError(f"step_size must be positive and finite, got {value}")
+        self.cfg.step_size = value
+
+    @property
+    def n_steps(self):
+        return self.cfg.n_steps
+
+    @property
+    def inv_metric(self):
+        """The inverse mass matrix: None (identity), (dim,) or (dim, dim)."""
+        return None if self._inv_metric is None else self._inv_metric.copy()
+
+    def set_inv_metric(self, inv_metric):
+        """Set the inverse mass matrix: None, a (dim,) diagonal or a (dim, dim) SPD matrix."""
+        cdef int d = self.cfg.dim
+        if inv_metric is None:
+            self._inv_metric = None
+            self._metric_chol = None
+            self.cfg.metric = FS_METRIC_UNIT
+            self.cfg.inv_metric = NULL
+            self.cfg.metric_chol = NULL
+            return
+        m = np.array(inv_metric, dtype=np.float64, copy=True)
+        if not np.all(np.isfinite(m)):
+            raise ValueError("inv_metric contains NaN or inf")
+        if m.shape == (d,):
+            if np.any(m <= 0):
+                raise ValueError("a diagonal inv_metric must be positive")
+            chol = np.ascontiguousarray(1.0 / np.sqrt(m))
+            self.cfg.metric = FS_METRIC_DIAG
+        elif m.shape == (d, d):
+            m = 0.5 * (m + m.T)
+            try:
+                # M = inv_metric^{-1} = L L^T
+                chol = np.ascontiguousarray(np.linalg.cholesky(np.linalg.inv(m)))
+            except np.linalg.LinAlgError:
+                raise ValueError("inv_metric must be symmetric positive definite") from None
+            self.cfg.metric = FS_METRIC_DENSE
+        else:
+            raise ValueError(f"inv_metric must have shape ({d},) or ({d}, {d}), got {m.shape}")
+        self._inv_metric = np.ascontiguousarray(m)
+        self._metric_chol = chol
+        self.cfg.inv_metric = <const double *>cnp.PyArray_DATA(self._inv_metric)
+        self.cfg.metric_chol = <const double *>cnp.PyArray_DATA(self._metric_chol)
+
+    # -- adaptation --------------------------------------------------------
+    def find_step_size(self):
+        """Stan's initial step-size heuristic from the current step size; sets and returns it."""
+        cdef double eps = self.cfg.step_size
+        cdef int status
+        with self.lock:
+            with nogil:
+                status = fs_hmc_find_step_size(&self.cfg, &self.drive.pot, &self.judge.pot,
+                                               &self.rng, &self.cur,
+                                               <double *>cnp.PyArray_DATA(self._work), &eps)
+        self._raise(status, "step size search")
+        self.cfg.step_size = eps
+        return eps
+
+    def start_adaptation(self, double target_accept=0.8):
+        """Restart dual averaging of the step size from the current step size."""
+        if not (0 < target_accept < 1):
+            raise ValueError("target_accept must be in (0, 1)")
+        fs_dual_avg_init(&self.da, self.cfg.step_size, target_accept)
+        self.adapting = True
+
+    def finish_adaptation(self):
+        """Stop adapting; the step size becomes the dual-averaging average. Returns it."""
+        if self.adapting and self.da.count > 0:
+            self.cfg.step_size = exp(self.da.log_eps_bar)
+        self.adapting = False
+        return self.cfg.step_size
+
+    # -- running -----------------------------------------------------------
+    def run(self, dict trace, long start, long n_iter, stop=None):
+        """Run n_iter iterations, writing rows start .. start+n_iter-1 of `trace`.
+
+        `trace` comes from `new_trace`.  `stop` is an optional int32 array of
+        one element; when another thread sets it non-zero, the loop stops
+        before its next iteration.  Returns ``(n_done, status)``; a potential's
+        exception is raised here (the rows before it are filled).
+        """
+        cdef int d = self.cfg.dim
+        cdef fs_hmc_trace tr
+        cdef long n_done = 0
+        cdef int status
+        cdef double eps_out
+        cdef const int *stop_ptr = NULL
+        cdef cnp.ndarray stop_arr
+        draws = trace["draws"]
+        if draws.shape[1] != d or start < 0 or n_iter < 0 or start + n_iter > draws.shape[0]:
+            raise ValueError("trace arrays do not fit the requested rows")
+        for k, dt in TRACE_FIELDS.items():
+            a = trace[k]
+            if a.dtype != dt or not a.flags.c_contiguous or a.shape[0] != draws.shape[0]:
+                raise ValueError(f"trace[{k!r}] must be a contiguous {np.dtype(dt)} array")
+        if not draws.flags.c_contiguous or draws.dtype != np.float64:
+            raise ValueError("trace['draws'] must be a C-contiguous float64 array")
+        if stop is not None:
+            stop_arr = stop
+            if stop_arr.dtype != np.int32 or stop_arr.size < 1:
+                raise ValueError("stop must be an int32 array with one element")
+            stop_ptr = <const int *>cnp.PyArray_DATA(stop_arr)
+        tr.draws = <double *>cnp.PyArray_DATA(draws) + start * d
+        tr.potential = <double *>cnp.PyArray_DATA(trace["potential"]) + start
+        tr.accept_prob = <double *>cnp.PyArray_DATA(trace["accept_prob"]) + start
+        tr.energy_error = <double *>cnp.PyArray_DATA(trace["energy_error"]) + start
+        tr.energy = <double *>cnp.PyArray_DATA(trace["energy"]) + start
+        tr.step_size = <double *>cnp.PyArray_DATA(trace["step_size"]) + start
+        tr.accepted = <int8_t *>cnp.PyArray_DATA(trace["accepted"]) + start
+        tr.divergent = <int8_t *>cnp.PyArray_DATA(trace["divergent"]) + start
+        tr.n_steps = <int32_t *>cnp.PyArray_DATA(trace["n_steps"]) + start
+        tr.judge_evaluated = <int8_t *>cnp.PyArray_DATA(trace["judge_evaluated"]) + start
+        cdef fs_dual_avg *da = &self.da if self.adapting else NULL
+        with self.lock:
+            with nogil:
+                status = fs_hmc_run(&self.cfg, &self.drive.pot, &self.judge.pot, &self.rng,
+                                    &self.cur, da, n_iter, &tr,
+                                    <double *>cnp.PyArray_DATA(self._work), stop_ptr,
+                                    &n_done, &eps_out)
+        if self.adapting:
+            self.cfg.step_size = eps_out
+        if status != FS_EINTERRUPT:
+            self._raise(status, f"iteration {start + n_done}")
+        return n_done, status
+
+    cdef _raise(self, int status, str where):
+        if status == FS_OK:
+            return
+        if self.drive._error is not None:
+            self.drive.check_status(status)
+        if self.judge._error is not None:
+            self.judge.check_status(status)
+        raise_for_status(status, where)
