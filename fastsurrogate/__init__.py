@@ -1,1 +1,52 @@
-"""fastsurrogate: Hamiltonian Monte Carlo made cheap for expensive posteriors."""
+"""fastsurrogate: Hamiltonian Monte Carlo made cheap for expensive posteriors.
+
+Surrogate-accelerated HMC (RNS-HMC, ARNS-HMC, VHMC, NNgHMC) with the hot
+loops (leapfrog, chain loop, surrogate and data-sum gradients) in C.
+
+>>> import fastsurrogate as fs
+>>> model = fs.models.StandardNormal(2)
+>>> res = fs.sample(model, method="hmc", n_draws=100, n_warmup=100, chains=1,
+...                 seed=0, progress=False)
+>>> res.draws.shape
+(1, 100, 2)
+"""
+import inspect
+import os as _os
+
+from ._potential import Potential, PotentialError
+from . import models, diagnostics
+from .result import Result
+from .samplers import HMC, SAMPLERS
+
+__version__ = "0.1.0.dev0"
+
+__all__ = ["Potential", "PotentialError", "Result", "HMC", "sample", "models",
+           "diagnostics", "get_include"]
+
+
+def get_include():
+    """Folder with the C headers (fs_potential.h, ...) for extensions built on fastsurrogate."""
+    return _os.path.join(_os.path.dirname(__file__), "include")
+
+
+def sample(potential, method="hmc", n_draws=1000, n_warmup=1000, **kwargs):
+    """Sample from ``potential`` with the named method.
+
+    Keyword arguments go to the sampler's constructor (e.g. ``step_size``,
+    ``n_steps``, ``n_hidden``) or to its ``sample`` method (``chains``,
+    ``seed``, ``init``, ``progress``), whichever accepts them.
+
+    Methods: see ``fastsurrogate.SAMPLERS``.
+    """
+    key = str(method).lower().replace("_", "-")
+    if key not in SAMPLERS:
+        raise ValueError(f"unknown method {method!r}; choose from {sorted(SAMPLERS)}")
+    cls = SAMPLERS[key]
+    init_params = set(inspect.signature(cls.__init__).parameters) - {"self", "potential"}
+    run_params = set(inspect.signature(cls.sample).parameters) - {"self"}
+    unknown = set(kwargs) - init_params - run_params
+    if unknown:
+        raise TypeError(f"{cls.__name__} got unexpected arguments: {sorted(unknown)}")
+    ctor = {k: v for k, v in kwargs.items() if k in init_params}
+    run = {k: v for k, v in kwargs.items() if k in run_params and k not in init_params}
+    return cls(potential, **ctor).sample(n_draws, n_warmup, **run)
