@@ -82,6 +82,8 @@ ALL_EXTENSIONS = [
     ext("_hmc", ["fs_common.c", "fs_hmc.c"], rng=True),
     ext("_glm", ["fs_common.c", "fs_glm.c"]),
     ext("_models", ["fs_common.c", "fs_models.c"]),
+    ext("_network", ["fs_common.c", "fs_network.c"]),
+    ext("_online", ["fs_common.c", "fs_greville.c", "fs_smw.c"]),
 ]
 # Development convenience: FASTSURROGATE_EXTENSIONS=_blas,_glm builds a subset.
 _only = os.environ.get("FASTSURROGATE_EXTENSIONS")

@@ -14,7 +14,7 @@ import inspect
 import os as _os
 
 from ._potential import Potential, PotentialError
-from . import models, diagnostics
+from . import models, diagnostics, datasets
 from .result import Result
 from .samplers import HMC, SAMPLERS
 

@@ -148,6 +148,24 @@ cdef class Chain:
         self._raise(status, "initial position")
 
     @property
+    def generator(self):
+        """The chain's numpy Generator."""
+        return self.generator
+
+    @property
+    def drive(self):
+        return self.drive
+
+    @property
+    def judge(self):
+        return self.judge
+
+    @property
+    def drive_is_judge(self):
+        """True for exact HMC (one potential both drives and judges)."""
+        return self.drive is self.judge
+
+    @property
     def position(self):
         """Current position, shape (dim,) (a copy)."""
         return self._q.copy()

@@ -114,6 +114,24 @@ cdef class Potential:
         self.check_status(status)
         return value, g
 
+    def _eval_loop(self, q, long n, bint want_value=False, bint want_grad=True):
+        """Benchmark hook: evaluate at q n times in C without the GIL."""
+        cdef cnp.ndarray qa = self._as_q(q)
+        cdef double value = 0.0
+        cdef cnp.ndarray g = np.empty(self.pot.dim, dtype=np.float64)
+        cdef const double *qp = <const double *>cnp.PyArray_DATA(qa)
+        cdef double *vp = &value if want_value else NULL
+        cdef double *gp = <double *>cnp.PyArray_DATA(g) if want_grad else NULL
+        cdef int status = 0
+        cdef long i
+        with nogil:
+            for i in range(n):
+                status = self.pot.eval(self.pot.state, qp, vp, gp)
+                if status != 0:
+                    break
+        self.check_status(status)
+        return value
+
     def value(self, q):
         """U(q) as a float."""
         return self._eval(q, True, False)[0]

@@ -1,0 +1,268 @@
+"""RNS-HMC: HMC driven by a random-basis network surrogate (Zhang, Shahbaba &
+Zhao 2017, Algorithm 3), with an exact Metropolis test.
+
+Phases
+------
+1. explore: exact HMC (warm-up adaptation first, when ``adapt``); the
+   states after the warming-up period, with their exact U, are the
+   training set (pooled over chains).
+2. train: a random-basis network is fitted to (q, U(q)) by ridge least
+   squares (Algorithm 2).
+3. exploit: the leapfrog uses the network's gradient; the Metropolis test
+   uses the exact U (one value-only evaluation per iteration), so every
+   chain still targets the exact posterior.  Optionally, delayed acceptance
+   first screens each proposal with the surrogate Hamiltonian.
+
+A guard watches the exploitation acceptance in windows: when it falls below
+``guard`` times the exploration acceptance, the chain retrains its surrogate
+on the data it has (``guard_action="retrain"``) or returns to exact HMC
+(``"exact"``); the result records every such event in ``info["guard_events"]``.
+"""
+import time
+
+import numpy as np
+
+from .._hmc import Chain, new_trace
+from ..surrogates.random_network import train_random_network
+from ._base import (chain_generators, initial_points, run_chains, check_int, check_positive)
+from .hmc import HMC
+
+__all__ = ["RNSHMC", "surrogate_seed"]
+
+
+def surrogate_seed(generator):
+    """A seed for the random basis, derived from (not drawn from) chain 0's stream."""
+    ss = generator.bit_generator.seed_seq
+    child = np.random.SeedSequence(entropy=ss.entropy, spawn_key=tuple(ss.spawn_key) + (2 ** 31,))
+    return int(child.generate_state(1, np.uint64)[0])
+
+
+class RNSHMC(HMC):
+    """Random-network-surrogate HMC (exact).
+
+    Parameters
+    ----------
+    potential : Potential
+        The exact target.
+    n_hidden : int
+        Hidden units s of the random network.
+    activation : {"softplus", "sigmoid", "tanh", "rbf"}
+    ridge : float
+        Relative ridge parameter of the output least squares.
+    standardize : bool
+        Standardise the network's inputs by the training set.
+    training : {"states", "accepted"}
+        Train on every exploration state (the authors' code) or on the
+        accepted proposals only (the paper's Algorithm 3).
+    train_from : float or int
+        Exploration iterations discarded before training data are taken
+        (a fraction of ``n_warmup`` when < 1).  At least the adaptation part.
+    delayed_acceptance : bool
+        Screen proposals with the surrogate Hamiltonian before paying for
+        the exact U; exact either way.
+    guard : float or None
+        Act when a window's acceptance falls below ``guard`` times the
+        exploration acceptance (None: never).
+    guard_window : int
+        Iterations per guard window.
+    guard_action : {"retrain", "exact"}
+    surrogate : Potential, optional
+        Use this surrogate instead of training one (e.g. a GP surrogate, or a
+        network from an earlier run); the exploration still runs for warm-up.
+    **hmc_options
+        step_size, n_steps, random_n_steps, metric, adapt, target_accept,
+        max_energy_error, as for :class:`HMC`.
+
+    Examples
+    --------
+    >>> import numpy as np, fastsurrogate as fs
+    >>> X, y, _ = fs.datasets.simulate_logistic(2000, 5, seed=0)
+    >>> model = fs.models.LogisticRegression(X, y, prior_sd=10.0)
+    >>> res = fs.sample(model, method="rns-hmc", n_draws=200, n_warmup=400, chains=1,
+    ...                 n_hidden=200, seed=1, progress=False)
+    >>> res.surrogate.n_hidden
+    200
+    """
+
+    method = "rns-hmc"
+
+    def __init__(self, potential, *, n_hidden=1000, activation="softplus", ridge=1e-8,
+                 standardize=True, training="states", train_from=0.2,
+                 delayed_acceptance=False, guard=0.5, guard_window=200,
+                 guard_action="retrain", surrogate=None, **hmc_options):
+        super().__init__(potential, **hmc_options)
+        self.n_hidden = check_int("n_hidden", n_hidden, 1)
+        if activation not in ("softplus", "sigmoid", "tanh", "rbf"):
+            raise ValueError(f"activation must be softplus, sigmoid, tanh or rbf; got {activation!r}")
+        self.activation = activation
+        if not (ridge >= 0 and np.isfinite(ridge)):
+            raise ValueError(f"ridge must be >= 0, got {ridge!r}")
+        self.ridge = float(ridge)
+        self.standardize = bool(standardize)
+        if training not in ("states", "accepted"):
+            raise ValueError(f"training must be 'states' or 'accepted', got {training!r}")
+        self.training = training
+        if not (train_from >= 0):
+            raise ValueError("train_from must be >= 0")
+        self.train_from = train_from
+        self.delayed_acceptance = bool(delayed_acceptance)
+        self.guard = None if guard is None else float(guard)
+        if self.guard is not None and not 0 <= self.guard < 1:
+            raise ValueError("guard must be in [0, 1) or None")
+        self.guard_window = check_int("guard_window", guard_window, 10)
+        if guard_action not in ("retrain", "exact"):
+            raise ValueError("guard_action must be 'retrain' or 'exact'")
+        self.guard_action = guard_action
+        if surrogate is not None:
+            self._check_potential(surrogate)
+            if surrogate.dim != potential.dim:
+                raise ValueError(f"surrogate has dim {surrogate.dim}; the potential has {potential.dim}")
+        self.surrogate = surrogate
+
+    # -- phases ---------------------------------------------------------------
+    def _n_adapt(self, n_warmup):
+        return n_warmup // 2 if self.adapt else 0
+
+    def _train_start(self, n_warmup):
+        tf = self.train_from
+        start = int(tf * n_warmup) if tf < 1 else int(tf)
+        return min(max(start, self._n_adapt(n_warmup)), max(n_warmup - 2, 0))
+
+    def explore(self, chain, trace, ctx, n_warmup):
+        """Exact HMC: adaptation on the first half (when adapting), then fixed."""
+        n_adapt = self._n_adapt(n_warmup)
+        self.warmup(chain, trace, ctx, n_adapt, key="warmup")
+        ctx.run_span(chain, trace, n_adapt, n_warmup, "warmup")
+
+    def training_set(self, traces, start):
+        Q = np.concatenate([t["draws"][start:] for t in traces])
+        U = np.concatenate([t["potential"][start:] for t in traces])
+        if self.training == "accepted":
+            acc = np.concatenate([t["accepted"][start:] for t in traces]).astype(bool)
+            Q, U = Q[acc], U[acc]
+        ok = np.isfinite(U) & np.all(np.isfinite(Q), axis=1)
+        return Q[ok], U[ok]
+
+    def train(self, Q, U, seed):
+        if Q.shape[0] < 2:
+            raise RuntimeError("the exploration phase produced fewer than 2 training points")
+        return train_random_network(Q, U, n_hidden=self.n_hidden, activation=self.activation,
+                                    ridge=self.ridge, standardize=self.standardize, seed=seed)
+
+    def exploit(self, chain, trace, ctx, n_draws, net, explore_acc, Q, U, events, seed):
+        """Surrogate-driven sampling with the guard; returns the chain in use."""
+        i = 0
+        while i < n_draws:
+            end = min(i + self.guard_window, n_draws) if self.guard is not None else n_draws
+            i = ctx.run_span(chain, trace, i, end, "sample")
+            if self.guard is None or chain.drive_is_judge or i >= n_draws:
+                continue
+            acc = float(trace["accept_prob"][max(0, i - self.guard_window):i].mean())
+            if acc >= self.guard * explore_acc:
+                continue
+            event = {"chain": ctx.index, "iteration": i, "acceptance": acc,
+                     "exploration_acceptance": explore_acc, "action": self.guard_action}
+            if self.guard_action == "retrain":
+                Q = np.concatenate([Q, trace["draws"][:i]])
+                U = np.concatenate([U, trace["potential"][:i]])
+                with ctx.phase("train"):
+                    net = self.train(Q, U, [seed, ctx.index, i])
+                drive = net
+            else:
+                drive = self.potential
+            events.append(event)
+            chain = self._continue_chain(chain, drive, ctx)
+        return chain
+
+    def _continue_chain(self, chain, drive, ctx):
+        new = Chain(drive, self.potential, chain.position, chain.generator,
+                    step_size=chain.step_size, n_steps=self.n_steps,
+                    random_n_steps=self.random_n_steps, inv_metric=chain.inv_metric,
+                    max_energy_error=self.max_energy_error,
+                    delayed_acceptance=self.delayed_acceptance and drive is not self.potential)
+        return new
+
+    # -- the public entry point -------------------------------------------------
+    def sample(self, n_draws=1000, n_warmup=1000, *, chains=1, seed=None, init=None,
+               progress=True, keep_warmup=True):
+        """Explore with exact HMC for n_warmup iterations, train, then draw n_draws.
+
+        Returns a :class:`Result` whose ``surrogate`` is the trained network,
+        ``warmup_draws`` the exploration chain and ``timings`` the seconds of
+        ``warmup`` (exploration), ``train`` and ``sample`` (exploitation).
+        ``info`` holds the training-set size, the exploration acceptance,
+        guard events and, with delayed acceptance, the exact evaluations saved.
+        """
+        n_draws = check_int("n_draws", n_draws, 0)
+        n_warmup = check_int("n_warmup", n_warmup, 0)
+        chains = check_int("chains", chains, 1)
+        if self.surrogate is None and n_warmup < 10:
+            raise ValueError("n_warmup must be >= 10: the exploration phase provides the training data")
+        gens = chain_generators(seed, chains)
+        net_seed = surrogate_seed(gens[0])
+        q0 = initial_points(self.potential, init, gens)
+        d = self.potential.dim
+        warm = [new_trace(n_warmup, d) for _ in range(chains)]
+        main = [new_trace(n_draws, d) for _ in range(chains)]
+        chain_objs = [None] * chains
+        parallel = self.potential.thread_safe
+
+        def explore_worker(ctx):
+            k = ctx.index
+            chain = self.make_chain(q0[k], gens[k])
+            chain_objs[k] = chain
+            with ctx.phase("warmup"):
+                self.explore(chain, warm[k], ctx, n_warmup)
+            return chain
+
+        _, ctx1, interrupted, error = run_chains(
+            explore_worker, chains, chains * n_warmup, parallel, progress, "explore")
+        info = {}
+        if interrupted or error is not None:
+            res = self._result(warm, main, ctx1, chain_objs, True, keep_warmup)
+            if error is not None:
+                error.result = res
+                raise error
+            return res
+
+        start = self._train_start(n_warmup)
+        Q, U = self.training_set(warm, start)
+        explore_acc = [float(t["accept_prob"][start:].mean()) if n_warmup > start else 1.0
+                       for t in warm]
+        t0 = time.perf_counter()
+        net = self.surrogate if self.surrogate is not None else self.train(Q, U, net_seed)
+        t_train = time.perf_counter() - t0
+        info.update(n_train=int(Q.shape[0]), exploration_acceptance=explore_acc,
+                    train_rmse=getattr(net, "info", {}).get("train_rmse") if hasattr(net, "info") else None)
+        events = []
+        final_chains = [None] * chains
+
+        def exploit_worker(ctx):
+            k = ctx.index
+            chain = self._continue_chain(chain_objs[k], net, ctx)
+            with ctx.phase("sample"):
+                chain = self.exploit(chain, main[k], ctx, n_draws, net, explore_acc[k], Q, U,
+                                     events, net_seed)
+            final_chains[k] = chain
+            return chain
+
+        _, ctx2, interrupted, error = run_chains(
+            exploit_worker, chains, chains * n_draws, parallel and net.thread_safe, progress,
+            "exploit")
+        for a, b in zip(ctx2, ctx1):
+            a.timings.update(b.timings)
+            a.done.update(b.done)
+            a.timings["train"] = a.timings.get("train", 0.0) + t_train
+        info["guard_events"] = events
+        judge_evals = sum(int(t["judge_evaluated"][:c.done.get("sample", 0)].sum())
+                          for t, c in zip(main, ctx2))
+        n_iter = sum(c.done.get("sample", 0) for c in ctx2)
+        info["exact_evaluations"] = judge_evals
+        info["exact_evaluations_saved"] = n_iter - judge_evals
+        res = self._result(warm, main, ctx2, [c or o for c, o in zip(final_chains, chain_objs)],
+                           interrupted or error is not None, keep_warmup,
+                           info=info, surrogate=net)
+        if error is not None:
+            error.result = res
+            raise error
+        return res

@@ -1,0 +1,131 @@
+"""Random-basis networks fitted to (q, U(q)) pairs: the batch ELM trainer of
+the RNS-HMC paper (Algorithm 2).
+
+The hidden layer is random and fixed (input weights w ~ N(0, I/d), biases
+~ N(0, 1), softplus nodes, applied to standardised inputs, as the authors'
+own code does); only the output weights are fitted, by ridge-regularised
+least squares solved with a Cholesky factorisation (LAPACK), falling back to
+an SVD-based least-squares solve when the normal equations are not
+numerically positive definite.
+"""
+import numpy as np
+import scipy.linalg as sla
+
+from .._network import RandomNetwork
+
+__all__ = ["fit_output_weights", "train_random_network", "standardization"]
+
+
+def standardization(Q):
+    """Affine standardisation of training inputs: (shift, scale), each (dim,)."""
+    shift = Q.mean(axis=0)
+    scale = Q.std(axis=0)
+    scale[~(scale > 0)] = 1.0
+    return shift, scale
+
+
+def fit_output_weights(H, y, ridge=1e-8, fit_bias=True):
+    """Ridge least squares for the output layer.
+
+    Solves min_v ||H v + b - y||^2 + lam ||v||^2 with the bias b unpenalised,
+    lam = ridge * mean(diag(H_c^T H_c)) (ridge is relative to the feature
+    scale, so one default fits every network size), by Cholesky of the
+    normal equations of the centred problem.
+
+    Parameters
+    ----------
+    H : ndarray (N, s)
+        Hidden-layer features of the training points.
+    y : ndarray (N,)
+        Targets.
+    ridge : float
+        Relative ridge parameter (>= 0).
+
+    Returns
+    -------
+    v : ndarray (s,), b : float
+    """
+    H = np.asarray(H, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if H.ndim != 2 or y.shape != (H.shape[0],):
+        raise ValueError(f"H must be (N, s) and y (N,); got {H.shape} and {y.shape}")
+    if not (ridge >= 0 and np.isfinite(ridge)):
+        raise ValueError(f"ridge must be >= 0, got {ridge}")
+    if fit_bias:
+        hm, ym = H.mean(axis=0), y.mean()
+        Hc, yc = H - hm, y - ym
+    else:
+        hm, ym, Hc, yc = np.zeros(H.shape[1]), 0.0, H, y
+    G = Hc.T @ Hc
+    lam = ridge * max(np.trace(G) / G.shape[0], np.finfo(float).tiny)
+    rhs = Hc.T @ yc
+    G[np.diag_indices_from(G)] += lam
+    try:
+        v = sla.cho_solve(sla.cho_factor(G, lower=True, check_finite=False), rhs,
+                          check_finite=False)
+    except np.linalg.LinAlgError:
+        v = sla.lstsq(G, rhs, lapack_driver="gelsd", check_finite=False)[0]
+    if not np.all(np.isfinite(v)):
+        v = sla.lstsq(Hc, yc, lapack_driver="gelsd", check_finite=False)[0]
+    b = float(ym - hm @ v)
+    return v, b
+
+
+def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge=1e-8,
+                         standardize=True, seed=None, rbf_scale=1.0, shift_targets=True):
+    """Fit a random-basis network z(q) ~ U(q) on training pairs (Algorithm 2).
+
+    Parameters
+    ----------
+    Q : ndarray (N, dim)
+        Training positions (states of the exploration chain).
+    u : ndarray (N,)
+        Exact U at those positions.
+    n_hidden : int
+        Hidden units s.
+    activation : {"softplus", "sigmoid", "tanh", "rbf"}
+    ridge : float
+        Relative ridge parameter of the output least squares.
+    standardize : bool
+        Standardise inputs by the training set's mean and sd.
+    seed : int or Generator
+        Random basis.
+    rbf_scale : float
+        Width multiplier of RBF nodes (centres are training points).
+    shift_targets : bool
+        Subtract min(u) from the targets (the authors' practice; it only
+        moves the output bias).
+
+    Returns
+    -------
+    RandomNetwork
+        A Potential; ``net.info`` holds the training RMSE.
+    """
+    Q = np.ascontiguousarray(Q, dtype=np.float64)
+    u = np.asarray(u, dtype=np.float64).ravel()
+    if Q.ndim != 2 or u.shape[0] != Q.shape[0]:
+        raise ValueError(f"Q must be (N, dim) and u (N,); got {Q.shape} and {u.shape}")
+    if Q.shape[0] < 2:
+        raise ValueError("need at least 2 training points")
+    if not (np.all(np.isfinite(Q)) and np.all(np.isfinite(u))):
+        raise ValueError("training data contain NaN or inf")
+    rng = np.random.default_rng(seed)
+    dim = Q.shape[1]
+    shift, scale = standardization(Q) if standardize else (None, None)
+    centres = None
+    if activation == "rbf":
+        idx = rng.choice(Q.shape[0], size=min(n_hidden, Q.shape[0]), replace=False)
+        centres = Q[idx]
+        n_hidden = centres.shape[0]
+    net = RandomNetwork.random(dim, n_hidden, activation=activation, seed=rng,
+                               shift=shift, scale=scale, centres=centres,
+                               rbf_scale=rbf_scale)
+    offset = float(u.min()) if shift_targets else 0.0
+    H = net.features(Q)
+    v, b = fit_output_weights(H, u - offset, ridge=ridge)
+    net.output_weights = v
+    net.out_bias = b + offset
+    resid = H @ v + b + offset - u
+    net.info = {"train_rmse": float(np.sqrt(np.mean(resid ** 2))), "n_train": Q.shape[0],
+                "ridge": ridge}
+    return net

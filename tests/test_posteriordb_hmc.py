@@ -1,0 +1,37 @@
+"""Exact HMC against posteriordb reference posteriors."""
+import numpy as np
+import pytest
+
+import fastsurrogate as fs
+from fastsurrogate import diagnostics
+from fastsurrogate.models import posteriordb as pdb
+
+
+def compare_to_reference(res, ref, n_se=4.0):
+    """Means and sds of every constrained quantity within n_se combined MCSE."""
+    draws = res.constrained()
+    bad = []
+    for name, r in ref.items():
+        x = np.asarray(draws[name])
+        r = np.asarray(r)
+        se_m = np.hypot(diagnostics.mcse_mean(x), diagnostics.mcse_mean(r))
+        se_s = np.hypot(diagnostics.mcse_sd(x), diagnostics.mcse_sd(r))
+        zm = (x.mean() - r.mean()) / se_m
+        zs = (x.std() - r.std()) / se_s
+        if abs(zm) > n_se or abs(zs) > n_se:
+            bad.append((name, round(float(zm), 2), round(float(zs), 2)))
+    assert not bad, f"(name, z of mean, z of sd) outside {n_se} MCSE: {bad}"
+
+
+@pytest.mark.parametrize("cls, kw", [
+    (pdb.SBLRC_BLR, dict(n_steps=10)),
+    (pdb.EightSchoolsNoncentered, dict(n_steps=10, target_accept=0.9)),
+])
+def test_hmc_reproduces_reference_posterior(data_dir, cls, kw):
+    model = cls.from_posteriordb(data_dir)
+    pot = pdb.as_potential(model)
+    ref = cls.reference_draws(data_dir)
+    res = fs.sample(pot, n_draws=4000, n_warmup=1000, chains=4, seed=2024, progress=False,
+                    **kw)
+    assert res.stats["divergent"].mean() < 0.01
+    compare_to_reference(res, ref)
