@@ -1,0 +1,455 @@
+"""Online trainers of a random network's output weights.
+
+* :class:`GrevilleTrainer` -- least squares on function values, one point at a
+  time, by Greville's pseudo-inverse recursion (ARNS-HMC; Zhang, Shahbaba and
+  Zhao 2017, Algorithm 4 and Proposition 1), or recursive ridge regression.
+* :class:`SMWTrainer` -- gradient (score) matching, one point at a time, by
+  the Sherman-Morrison-Woodbury identity (VHMC; Zhang, Shahbaba and Zhao
+  2018, eq. 3.19-3.21 and Proposition 2).
+
+Both cost O(s^2) memory and, per point, O(s^2) (Greville) or O(d s^2 + d^3)
+(SMW) work, whatever the number of points seen.  The work runs in C
+(csrc/fs_greville.c, csrc/fs_smw.c) without the GIL; calls on one trainer
+from several Python threads are serialised by a lock.
+"""
+import operator
+import threading
+
+import numpy as np
+cimport numpy as cnp
+from libc.stdlib cimport malloc, free
+from libc.math cimport isfinite
+
+from fastsurrogate._blas cimport blas_table
+from fastsurrogate._potential import raise_for_status
+
+cnp.import_array()
+
+
+# ---- validation helpers ------------------------------------------------------
+
+cdef int _count_nonfinite(const double *x, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef int bad = 0
+    for i in range(n):
+        if not isfinite(x[i]):
+            bad = 1
+            break
+    return bad
+
+
+cdef object _as_float_array(x, str name, tuple shape):
+    """C-contiguous float64 copy/view of x with the given shape (None = any
+    length on that axis), every entry finite; ValueError/TypeError otherwise."""
+    try:
+        arr = np.ascontiguousarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an array of real numbers, got {type(x).__name__}") from exc
+    want = "(" + ", ".join("n" if k is None else str(k) for k in shape) + ("," if len(shape) == 1 else "") + ")"
+    if arr.ndim != len(shape) or any(k is not None and k != m for k, m in zip(shape, arr.shape)):
+        raise ValueError(f"{name} must have shape {want}, got {np.shape(x)}")
+    if arr.size and _count_nonfinite(<const double *>cnp.PyArray_DATA(arr), arr.size):
+        raise ValueError(f"{name} contains non-finite values (nan or inf)")
+    return arr
+
+
+cdef double _as_finite_scalar(x, str name) except? -1.0:
+    try:
+        val = float(x)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a real number, got {type(x).__name__}") from exc
+    if not isfinite(val):
+        raise ValueError(f"{name} must be finite, got {val}")
+    return val
+
+
+cdef int _as_count(x, str name, long lowest) except -1:
+    try:
+        val = operator.index(x)
+    except TypeError as exc:
+        raise TypeError(f"{name} must be an integer, got {type(x).__name__}") from exc
+    if val < lowest or val > 2**31 - 1:
+        raise ValueError(f"{name} must be an integer >= {lowest}, got {val}")
+    return val
+
+
+cdef object _sym_full(const double *M, int s):
+    """Full symmetric copy of a C matrix whose row-major upper triangle is valid."""
+    cdef cnp.ndarray out = np.empty((s, s), dtype=np.float64)
+    cdef double *o = <double *>cnp.PyArray_DATA(out)
+    cdef Py_ssize_t i, j
+    for i in range(s):
+        for j in range(i, s):
+            o[i * s + j] = M[i * s + j]
+            o[j * s + i] = M[i * s + j]
+    return out
+
+
+cdef object _vector_copy(const double *v, int s):
+    cdef cnp.ndarray out = np.empty(s, dtype=np.float64)
+    cdef double *o = <double *>cnp.PyArray_DATA(out)
+    cdef Py_ssize_t i
+    for i in range(s):
+        o[i] = v[i]
+    return out
+
+
+# ---- Greville / recursive least squares --------------------------------------
+
+cdef class GrevilleTrainer:
+    """Output weights v of a random network fitted to function values, online.
+
+    After the rows h_1..h_n (hidden features, length ``n_hidden``) with
+    targets y_1..y_n have been absorbed, ``weights`` is
+
+    * ``ridge == 0``: the minimum-norm least-squares solution ``pinv(H) @ y``
+      (Greville's recursion, ARNS-HMC Algorithm 4 / Proposition 1);
+    * ``ridge > 0``: the ridge solution ``solve(H.T H + ridge I, H.T y)``
+      (recursive least squares from ``P = I / ridge``).
+
+    Each update costs O(n_hidden^2) work and memory, independent of n.
+
+    Parameters
+    ----------
+    n_hidden : int
+        Number of hidden units s (length of a feature row).
+    ridge : float, default 0.0
+        Ridge penalty lambda >= 0; 0 selects the pseudo-inverse recursion.
+    tol : float, default 1e-10
+        Relative threshold of Greville's "c != 0" test: a row h opens a new
+        direction when ``||Phi h|| > tol * ||h||`` (Phi = I - pinv(H) H);
+        otherwise it is treated as lying in the row space of H.
+    resync_every : int, default 0
+        When > 0, :attr:`resync_due` becomes True after this many updates
+        since the last (re)initialisation; the caller, who holds the data,
+        then calls :meth:`resync`.  The trainer itself keeps no data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastsurrogate._online import GrevilleTrainer
+    >>> rng = np.random.default_rng(0)
+    >>> H, y = rng.standard_normal((30, 10)), rng.standard_normal(30)
+    >>> tr = GrevilleTrainer(10)
+    >>> tr.update_many(H, y)
+    >>> bool(np.allclose(tr.weights, np.linalg.pinv(H) @ y))
+    True
+    """
+
+    def __cinit__(self, n_hidden, ridge=0.0, tol=1e-10, resync_every=0):
+        cdef int s = _as_count(n_hidden, "n_hidden", 1)
+        cdef double lam = _as_finite_scalar(ridge, "ridge")
+        cdef double tl = _as_finite_scalar(tol, "tol")
+        cdef int every = _as_count(resync_every, "resync_every", 0)
+        if lam < 0.0:
+            raise ValueError(f"ridge must be >= 0, got {lam}")
+        if tl < 0.0:
+            raise ValueError(f"tol must be >= 0, got {tl}")
+        self._lock = threading.Lock()
+        self.work = <double *>malloc(sizeof(double) * fs_greville_workspace_size(s))
+        if self.work == NULL:
+            raise MemoryError("GrevilleTrainer: cannot allocate the workspace")
+        raise_for_status(fs_greville_init(&self.state, blas_table(), s, lam, tl),
+                         "GrevilleTrainer")
+        self.state.resync_every = every
+
+    def __dealloc__(self):
+        fs_greville_free(&self.state)
+        free(self.work)
+        self.work = NULL
+
+    @classmethod
+    def from_batch(cls, H, y, ridge=0.0, tol=1e-10, resync_every=0):
+        """A trainer whose state is that of the batch (H, y).
+
+        H : array (n, n_hidden), y : array (n,).  Equivalent to n updates, up
+        to rounding (it is computed directly; see :meth:`resync`).
+        """
+        Ha = np.asarray(H)
+        if Ha.ndim != 2:
+            raise ValueError(f"H must have shape (n, n_hidden), got {np.shape(H)}")
+        tr = cls(Ha.shape[1], ridge=ridge, tol=tol, resync_every=resync_every)
+        tr.resync(Ha, y)
+        return tr
+
+    def update(self, h, y):
+        """Absorb one point: feature row h (n_hidden,) with target y (float)."""
+        cdef int s = self.state.s
+        h_arr = _as_float_array(h, "h", (s,))
+        cdef double yv = _as_finite_scalar(y, "y")
+        cdef const double *hp = <const double *>cnp.PyArray_DATA(h_arr)
+        cdef int status
+        with self._lock:
+            with nogil:
+                status = fs_greville_update(&self.state, hp, yv, self.work)
+        if status != 0:
+            raise_for_status(status, f"GrevilleTrainer.update (point {self.state.n_seen})")
+
+    def update_many(self, H, y):
+        """Absorb the rows of H (n, n_hidden) with targets y (n,), in order."""
+        cdef int s = self.state.s
+        H_arr = _as_float_array(H, "H", (None, s))
+        cdef long n = H_arr.shape[0]
+        y_arr = _as_float_array(y, "y", (n,))
+        if n == 0:
+            return
+        cdef const double *Hp = <const double *>cnp.PyArray_DATA(H_arr)
+        cdef const double *yp = <const double *>cnp.PyArray_DATA(y_arr)
+        cdef long done = 0
+        cdef int status
+        with self._lock:
+            with nogil:
+                status = fs_greville_update_many(&self.state, Hp, yp, n, self.work, &done)
+        if status != 0:
+            raise_for_status(status, f"GrevilleTrainer.update_many (row {done}; "
+                                     f"rows 0..{done - 1} were absorbed)")
+
+    def resync(self, H, y):
+        """Replace the state by the batch solution for all the data so far.
+
+        H : array (n, n_hidden), y : array (n,) -- every point the trainer
+        should have seen.  Pseudo-inverse mode uses an eigen-decomposition of
+        H^T H (accurate while cond(H)^2 * 1e-16 << 1) plus two refinement
+        steps; ridge mode a Cholesky factorisation.  Resets the
+        :attr:`resync_due` counter; ``n_seen`` becomes n.
+        """
+        cdef int s = self.state.s
+        H_arr = _as_float_array(H, "H", (None, s))
+        cdef long n = H_arr.shape[0]
+        y_arr = _as_float_array(y, "y", (n,))
+        cdef cnp.ndarray work = np.empty(
+            max(<size_t>1, fs_greville_batch_workspace_size(&self.state, n)), dtype=np.float64)
+        cdef const double *Hp = <const double *>cnp.PyArray_DATA(H_arr)
+        cdef const double *yp = <const double *>cnp.PyArray_DATA(y_arr)
+        cdef double *wp = <double *>cnp.PyArray_DATA(work)
+        cdef int status
+        with self._lock:
+            with nogil:
+                status = fs_greville_resync(&self.state, Hp, yp, n, wp)
+        if status != 0:
+            raise_for_status(status, "GrevilleTrainer.resync (the state is now empty)")
+
+    def reset(self):
+        """Forget every point (n_seen = 0)."""
+        with self._lock:
+            fs_greville_reset(&self.state)
+
+    @property
+    def weights(self):
+        """Output weights v, shape (n_hidden,): a COPY (later updates do not change it)."""
+        return _vector_copy(self.state.v, self.state.s)
+
+    @property
+    def n_seen(self):
+        """Number of points absorbed (batch rows + updates)."""
+        return self.state.n_seen
+
+    @property
+    def n_hidden(self):
+        return self.state.s
+
+    @property
+    def ridge(self):
+        return self.state.lambda_
+
+    @property
+    def tol(self):
+        return self.state.tol
+
+    @property
+    def rank(self):
+        """Dimension of the row space of H seen so far (pseudo-inverse mode; 0 in ridge mode)."""
+        return self.state.rank
+
+    @property
+    def n_new_direction(self):
+        """Updates that took Greville's c != 0 branch (the row enlarged the row space)."""
+        return self.state.n_new_direction
+
+    @property
+    def n_in_span(self):
+        """Updates that took the c = 0 branch (or the ridge recursion)."""
+        return self.state.n_in_span
+
+    @property
+    def resync_every(self):
+        return self.state.resync_every
+
+    @resync_every.setter
+    def resync_every(self, value):
+        self.state.resync_every = _as_count(value, "resync_every", 0)
+
+    @property
+    def resync_due(self):
+        """True when resync_every > 0 updates were made since the last (re)initialisation."""
+        return bool(fs_greville_resync_due(&self.state))
+
+    @property
+    def Phi(self):
+        """I - pinv(H) H, shape (n_hidden, n_hidden): a copy; None in ridge mode."""
+        if self.state.ridge:
+            return None
+        return _sym_full(self.state.Phi, self.state.s)
+
+    @property
+    def Theta(self):
+        """pinv(H) pinv(H).T (ridge mode: P = inv(H.T H + ridge I)), shape
+        (n_hidden, n_hidden): a copy."""
+        return _sym_full(self.state.Theta, self.state.s)
+
+    def __repr__(self):
+        mode = f"ridge={self.state.lambda_!r}" if self.state.ridge else f"tol={self.state.tol!r}"
+        return f"GrevilleTrainer(n_hidden={self.state.s}, {mode}, n_seen={self.state.n_seen})"
+
+
+# ---- Sherman-Morrison-Woodbury gradient matching ------------------------------
+
+cdef class SMWTrainer:
+    """Output weights v of a random network fitted to gradients, online (VHMC).
+
+    After the points t = 1..n, ``weights`` solves eq. (3.19) of the VHMC paper,
+
+        minimise  sum_t ||A_t v - g_t||^2 + ridge * ||v||^2,
+
+    where A_t (dim x n_hidden) has column i equal to the gradient, at q_t, of
+    hidden unit i (``a'(w_i . q_t + d_i) w_i``) and g_t = grad U(q_t).  Each
+    update is the Sherman-Morrison-Woodbury step (3.20)-(3.21), O(dim
+    n_hidden^2 + dim^3) work and O(n_hidden^2) memory.
+
+    Parameters
+    ----------
+    n_hidden : int
+        Number of hidden units s.
+    dim : int
+        Dimension d of q (rows of A_t).
+    ridge : float
+        Penalty lambda > 0 (the recursion starts at C = I / ridge).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fastsurrogate._online import SMWTrainer
+    >>> rng = np.random.default_rng(0)
+    >>> As, gs = rng.standard_normal((20, 3, 8)), rng.standard_normal((20, 3))
+    >>> tr = SMWTrainer(8, 3, ridge=0.5)
+    >>> tr.update_many(As, gs)
+    >>> G = sum(A.T @ A for A in As) + 0.5 * np.eye(8)
+    >>> bool(np.allclose(tr.weights, np.linalg.solve(G, sum(A.T @ g for A, g in zip(As, gs)))))
+    True
+    """
+
+    def __cinit__(self, n_hidden, dim, ridge):
+        cdef int s = _as_count(n_hidden, "n_hidden", 1)
+        cdef int d = _as_count(dim, "dim", 1)
+        cdef double lam = _as_finite_scalar(ridge, "ridge")
+        if not lam > 0.0:
+            raise ValueError(f"ridge must be > 0 (the recursion starts at C = I / ridge), got {lam}")
+        self._lock = threading.Lock()
+        self.work = <double *>malloc(sizeof(double) * fs_smw_workspace_size(s, d))
+        if self.work == NULL:
+            raise MemoryError("SMWTrainer: cannot allocate the workspace")
+        raise_for_status(fs_smw_init(&self.state, blas_table(), s, d, lam), "SMWTrainer")
+
+    def __dealloc__(self):
+        fs_smw_free(&self.state)
+        free(self.work)
+        self.work = NULL
+
+    def update(self, A, g):
+        """Absorb one point: A (dim, n_hidden) hidden-unit gradients, g (dim,) grad U."""
+        cdef int s = self.state.s, d = self.state.d
+        A_arr = _as_float_array(A, "A", (d, s))
+        g_arr = _as_float_array(g, "g", (d,))
+        cdef const double *Ap = <const double *>cnp.PyArray_DATA(A_arr)
+        cdef const double *gp = <const double *>cnp.PyArray_DATA(g_arr)
+        cdef int status
+        with self._lock:
+            with nogil:
+                status = fs_smw_update(&self.state, Ap, gp, self.work)
+        if status != 0:
+            raise_for_status(status, f"SMWTrainer.update (point {self.state.n_seen})")
+
+    def update_many(self, As, gs):
+        """Absorb the points As (N, dim, n_hidden), gs (N, dim), in order."""
+        cdef int s = self.state.s, d = self.state.d
+        A_arr = _as_float_array(As, "As", (None, d, s))
+        cdef long N = A_arr.shape[0]
+        g_arr = _as_float_array(gs, "gs", (N, d))
+        if N == 0:
+            return
+        cdef const double *Ap = <const double *>cnp.PyArray_DATA(A_arr)
+        cdef const double *gp = <const double *>cnp.PyArray_DATA(g_arr)
+        cdef long done = 0
+        cdef int status
+        with self._lock:
+            with nogil:
+                status = fs_smw_update_many(&self.state, Ap, gp, N, self.work, &done)
+        if status != 0:
+            raise_for_status(status, f"SMWTrainer.update_many (point {done}; "
+                                     f"points 0..{done - 1} were absorbed)")
+
+    def solve_batch(self, As, gs):
+        """Solve (3.19) for the points As (N, dim, n_hidden), gs (N, dim) directly.
+
+        Normal equations (sum A_t^T A_t + ridge I) v = sum A_t^T g_t by
+        Cholesky.  REPLACES the trainer's state (weights, C, n_seen = N), so
+        online updates can continue from it (restart); returns a copy of the
+        weights.
+        """
+        cdef int s = self.state.s, d = self.state.d
+        A_arr = _as_float_array(As, "As", (None, d, s))
+        cdef long N = A_arr.shape[0]
+        g_arr = _as_float_array(gs, "gs", (N, d))
+        cdef cnp.ndarray work = np.empty(fs_smw_batch_workspace_size(s), dtype=np.float64)
+        cdef const double *Ap = <const double *>cnp.PyArray_DATA(A_arr)
+        cdef const double *gp = <const double *>cnp.PyArray_DATA(g_arr)
+        cdef double *wp = <double *>cnp.PyArray_DATA(work)
+        cdef int status
+        with self._lock:
+            with nogil:
+                status = fs_smw_solve_batch(&self.state, Ap, gp, N, wp)
+        if status != 0:
+            raise_for_status(status, "SMWTrainer.solve_batch (the state is now empty)")
+        return self.weights
+
+    def reset(self):
+        """Forget every point: weights 0, C = I / ridge, n_seen = 0."""
+        with self._lock:
+            fs_smw_reset(&self.state)
+
+    @property
+    def weights(self):
+        """Output weights v, shape (n_hidden,): a COPY (later updates do not change it)."""
+        return _vector_copy(self.state.v, self.state.s)
+
+    @property
+    def C(self):
+        """(ridge I + sum_t A_t^T A_t)^{-1}, shape (n_hidden, n_hidden): a copy."""
+        cdef int s = self.state.s
+        cdef cnp.ndarray out = np.empty((s, s), dtype=np.float64)
+        cdef double *o = <double *>cnp.PyArray_DATA(out)
+        cdef Py_ssize_t i
+        for i in range(<Py_ssize_t>s * s):
+            o[i] = self.state.C[i]
+        return out
+
+    @property
+    def n_seen(self):
+        """Number of points absorbed (batch points + updates)."""
+        return self.state.n_seen
+
+    @property
+    def n_hidden(self):
+        return self.state.s
+
+    @property
+    def dim(self):
+        return self.state.d
+
+    @property
+    def ridge(self):
+        return self.state.lambda_
+
+    def __repr__(self):
+        return (f"SMWTrainer(n_hidden={self.state.s}, dim={self.state.d}, "
+                f"ridge={self.state.lambda_!r}, n_seen={self.state.n_seen})")
