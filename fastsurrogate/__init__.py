@@ -16,17 +16,33 @@ import os as _os
 from ._potential import Potential, PotentialError
 from . import models, diagnostics, datasets
 from .result import Result
-from .samplers import HMC, SAMPLERS
+from .samplers import HMC, RNSHMC, ARNSHMC, SAMPLERS
+from . import surrogates
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["Potential", "PotentialError", "Result", "HMC", "sample", "models",
+__all__ = ["Potential", "PotentialError", "Result", "HMC", "RNSHMC", "ARNSHMC", "sample", "models", "surrogates",
            "diagnostics", "get_include"]
 
 
 def get_include():
     """Folder with the C headers (fs_potential.h, ...) for extensions built on fastsurrogate."""
     return _os.path.join(_os.path.dirname(__file__), "include")
+
+
+def _init_params(cls):
+    """Keyword names a sampler's constructor accepts, through **options chains."""
+    names = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = inspect.signature(init).parameters
+        names |= {n for n, p in params.items()
+                  if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+        if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+            break
+    return names - {"self", "potential"}
 
 
 def sample(potential, method="hmc", n_draws=1000, n_warmup=1000, **kwargs):
@@ -42,7 +58,7 @@ def sample(potential, method="hmc", n_draws=1000, n_warmup=1000, **kwargs):
     if key not in SAMPLERS:
         raise ValueError(f"unknown method {method!r}; choose from {sorted(SAMPLERS)}")
     cls = SAMPLERS[key]
-    init_params = set(inspect.signature(cls.__init__).parameters) - {"self", "potential"}
+    init_params = _init_params(cls)
     run_params = set(inspect.signature(cls.sample).parameters) - {"self"}
     unknown = set(kwargs) - init_params - run_params
     if unknown:

@@ -11,7 +11,8 @@ Phases (per chain)
 3. adapt-and-sample: the network drives the leapfrog, the exact U judges.
    Every new state (q, U(q)) updates the trainer (O(s^2) per point, in C);
    the chain switches to the updated weights with probability a_t =
-   (t / n_start)^(-exponent) (a_t -> 0, sum a_t = infinity), so adaptation
+   t^(-exponent), t the iterations since the start (a_t -> 0, sum a_t =
+   infinity for exponent <= 1), so adaptation
    vanishes and the chain stays ergodic for the exact target.
 
 The loop runs in chunks of ``update_every`` iterations in C; after each
@@ -41,7 +42,7 @@ class ARNSHMC(RNSHMC):
     update_every : int
         Iterations per C chunk between trainer updates / switch decisions.
     exponent : float
-        a_t = (t / n_start)^(-exponent), in (0, 1].
+        a_t = t^(-exponent), t = iterations since the start; in (0, 1].
     online_ridge : float
         0: Greville's pseudo-inverse recursion (the paper); > 0: recursive
         ridge least squares with that (absolute) penalty.
@@ -114,7 +115,7 @@ class ARNSHMC(RNSHMC):
             chain = self._continue_chain(chain, net, ctx)
             chain_objs[k] = chain
             gen = chain.generator
-            t, i = self.n_start, 0
+            t, i = 0, 0
             with ctx.phase("sample"):
                 while i < n_draws:
                     first, end = i, min(i + self.update_every, n_draws)
@@ -130,7 +131,7 @@ class ARNSHMC(RNSHMC):
                             trainer.resync(_with_bias(net.features(Qh)), Uh - offset)
                     ts = np.arange(t + 1, t + Qn.shape[0] + 1, dtype=float)
                     t += Qn.shape[0]
-                    a = np.minimum((ts / self.n_start) ** (-self.exponent), 1.0)
+                    a = ts ** (-self.exponent)
                     if gen.uniform() < 1.0 - np.prod(1.0 - a):
                         _set_weights(net, trainer.weights, offset)
                         switches[k].append(i)
