@@ -24,6 +24,7 @@ import numpy as np
 
 from .._hmc import Chain, new_trace
 from .._online import GrevilleTrainer
+from .._potential import PotentialError
 from ..surrogates.random_network import train_random_network
 from ._base import chain_generators, initial_points, run_chains, check_int, check_positive
 from .rns_hmc import RNSHMC, surrogate_seed
@@ -43,9 +44,15 @@ class ARNSHMC(RNSHMC):
         Iterations per C chunk between trainer updates / switch decisions.
     exponent : float
         a_t = t^(-exponent), t = iterations since the start; in (0, 1].
-    online_ridge : float
-        0: Greville's pseudo-inverse recursion (the paper); > 0: recursive
-        ridge least squares with that (absolute) penalty.
+    online_ridge : float or None
+        0: Greville's pseudo-inverse recursion (the paper's Proposition 1);
+        > 0: recursive ridge least squares with that absolute penalty; None
+        (default): ridge least squares with the batch trainer's relative
+        penalty ``ridge`` times the mean squared feature norm of the start
+        set.  Random features of a low-dimensional q are nearly collinear, and
+        the pure pseudo-inverse then amplifies rounding; a tiny ridge keeps
+        the recursion stable.  If an update still breaks down numerically,
+        the output layer is re-solved in batch from every point seen.
     resync_every : int
         Re-solve the output layer by a batch solve over all points every
         this many updates (0: never); bounds rounding drift.
@@ -57,7 +64,7 @@ class ARNSHMC(RNSHMC):
     method = "arns-hmc"
 
     def __init__(self, potential, *, n_start=200, update_every=10, exponent=0.5,
-                 online_ridge=0.0, resync_every=0, **options):
+                 online_ridge=None, resync_every=0, **options):
         options.setdefault("guard", None)
         super().__init__(potential, **options)
         self.n_start = check_int("n_start", n_start, 2)
@@ -65,9 +72,9 @@ class ARNSHMC(RNSHMC):
         self.exponent = float(exponent)
         if not 0 < self.exponent <= 1:
             raise ValueError("exponent must be in (0, 1]")
-        if not (online_ridge >= 0 and np.isfinite(online_ridge)):
-            raise ValueError("online_ridge must be >= 0")
-        self.online_ridge = float(online_ridge)
+        if online_ridge is not None and not (online_ridge >= 0 and np.isfinite(online_ridge)):
+            raise ValueError("online_ridge must be None or >= 0")
+        self.online_ridge = None if online_ridge is None else float(online_ridge)
         self.resync_every = check_int("resync_every", resync_every, 0)
 
     def sample(self, n_draws=1000, n_warmup=400, *, chains=1, seed=None, init=None,
@@ -91,6 +98,7 @@ class ARNSHMC(RNSHMC):
         nets = [None] * chains
         switches = [[] for _ in range(chains)]
         n_seen = [0] * chains
+        resyncs = [0] * chains
 
         def worker(ctx):
             k = ctx.index
@@ -107,11 +115,14 @@ class ARNSHMC(RNSHMC):
                                            seed=[base_seed, k])
                 offset = float(U.min())
                 H = _with_bias(net.features(Q))
-                trainer = GrevilleTrainer.from_batch(H, U - offset, ridge=self.online_ridge,
+                lam = self.online_ridge
+                if lam is None:
+                    lam = self.ridge * float(np.mean(np.einsum("ij,ij->i", H, H)))
+                trainer = GrevilleTrainer.from_batch(H, U - offset, ridge=lam,
                                                      resync_every=self.resync_every)
                 _set_weights(net, trainer.weights, offset)
                 nets[k] = net
-            history = [(Q, U)] if self.resync_every else None
+            n_resync = 0
             chain = self._continue_chain(chain, net, ctx)
             chain_objs[k] = chain
             gen = chain.generator
@@ -122,13 +133,16 @@ class ARNSHMC(RNSHMC):
                     i = ctx.run_span(chain, main[k], first, end, "sample")
                     Qn = main[k]["draws"][first:i]
                     Un = main[k]["potential"][first:i]
-                    trainer.update_many(_with_bias(net.features(Qn)), Un - offset)
-                    if history is not None:
-                        history.append((Qn, Un))
-                        if trainer.resync_due:
-                            Qh = np.concatenate([h[0] for h in history])
-                            Uh = np.concatenate([h[1] for h in history])
-                            trainer.resync(_with_bias(net.features(Qh)), Uh - offset)
+                    try:
+                        trainer.update_many(_with_bias(net.features(Qn)), Un - offset)
+                        due = trainer.resync_due
+                    except PotentialError:
+                        due = True          # numerical breakdown: re-solve in batch
+                    if due:
+                        Qh = np.concatenate([Q, main[k]["draws"][:i]])
+                        Uh = np.concatenate([U, main[k]["potential"][:i]])
+                        trainer.resync(_with_bias(net.features(Qh)), Uh - offset)
+                        n_resync += 1
                     ts = np.arange(t + 1, t + Qn.shape[0] + 1, dtype=float)
                     t += Qn.shape[0]
                     a = ts ** (-self.exponent)
@@ -136,12 +150,14 @@ class ARNSHMC(RNSHMC):
                         _set_weights(net, trainer.weights, offset)
                         switches[k].append(i)
             n_seen[k] = trainer.n_seen
+            resyncs[k] = n_resync
             return chain
 
         _, ctxs, interrupted, error = run_chains(
             worker, chains, chains * (n_warmup + n_draws), self.potential.thread_safe,
             progress, self.method)
-        info = {"switch_iterations": switches, "n_seen": n_seen, "n_start": self.n_start}
+        info = {"switch_iterations": switches, "n_seen": n_seen, "n_start": self.n_start,
+                "batch_resolves": resyncs}
         res = self._result(warm, main, ctxs, chain_objs, interrupted or error is not None,
                            keep_warmup, info=info, surrogate=nets[0])
         res.info["surrogates"] = nets

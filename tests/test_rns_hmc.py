@@ -1,0 +1,126 @@
+"""RNS-HMC and ARNS-HMC are exact: their draws match exact references."""
+import numpy as np
+import pytest
+
+import fastsurrogate as fs
+from fastsurrogate import diagnostics
+from fastsurrogate.models import posteriordb as pdb
+
+from test_posteriordb_hmc import compare_to_reference
+
+
+def z_scores(a, b):
+    """(mean, sd) differences of two runs (chains, draws, dim) in combined MCSE."""
+    zm = (a.mean(axis=(0, 1)) - b.mean(axis=(0, 1))) / np.hypot(
+        diagnostics.mcse_mean(a), diagnostics.mcse_mean(b))
+    zs = (a.std(axis=(0, 1)) - b.std(axis=(0, 1))) / np.hypot(
+        diagnostics.mcse_sd(a), diagnostics.mcse_sd(b))
+    return zm, zs
+
+
+@pytest.fixture(scope="module")
+def logistic():
+    X, y, beta = fs.datasets.simulate_logistic(5000, 8, seed=3)
+    model = fs.models.LogisticRegression(X, y, prior_sd=10.0)
+    ref = fs.sample(model, method="hmc", n_draws=5000, n_warmup=1000, chains=4, seed=1,
+                    progress=False)
+    return model, ref
+
+
+@pytest.mark.parametrize("method, kw", [
+    ("rns-hmc", dict(n_hidden=300)),
+    ("rns-hmc", dict(n_hidden=300, delayed_acceptance=True, training="accepted")),
+    ("arns-hmc", dict(n_hidden=200, n_start=200)),
+])
+def test_surrogate_samplers_match_exact_hmc_on_logistic(logistic, method, kw):
+    model, ref = logistic
+    res = fs.sample(model, method=method, n_draws=4000, n_warmup=1000, chains=4, seed=7,
+                    progress=False, **kw)
+    assert res.exact
+    zm, zs = z_scores(res.draws, ref.draws)
+    assert np.all(np.abs(zm) < 4) and np.all(np.abs(zs) < 4), (zm, zs)
+    # a useful surrogate: acceptance close to exact HMC's
+    assert res.acceptance_rate.mean() > 0.8 * ref.acceptance_rate.mean()
+    assert res.surrogate is not None and res.surrogate.dim == model.dim
+    assert {"warmup", "sample", "train"} <= set(res.timings)
+    if kw.get("delayed_acceptance"):
+        assert res.info["exact_evaluations_saved"] > 0
+        assert res.info["exact_evaluations"] + res.info["exact_evaluations_saved"] == 4 * 4000
+
+
+@pytest.mark.parametrize("method, cls, kw", [
+    ("rns-hmc", pdb.Garch11, dict(n_hidden=300)),
+    ("rns-hmc", pdb.ArK, dict(n_hidden=300)),
+    ("arns-hmc", pdb.Garch11, dict(n_hidden=200, n_start=300)),
+    ("arns-hmc", pdb.ArK, dict(n_hidden=200, n_start=300)),
+])
+def test_surrogate_samplers_reproduce_posteriordb(data_dir, method, cls, kw):
+    model = cls.from_posteriordb(data_dir)
+    pot = pdb.as_potential(model)
+    ref = cls.reference_draws(data_dir)
+    res = fs.sample(pot, method=method, n_draws=3000, n_warmup=1500, chains=4, seed=5,
+                    progress=False, **kw)
+    assert res.stats["divergent"].mean() < 0.01
+    compare_to_reference(res, ref)
+
+
+def test_guard_returns_to_exact_hmc_and_stays_exact():
+    mean = np.array([1.0, -2.0, 0.5])
+    cov = np.diag([1.0, 0.5, 2.0])
+    target = fs.models.Gaussian(mean, cov)
+    wrong = fs.models.Gaussian(mean + 3.0, cov / 20.0)   # a useless surrogate
+    res = fs.RNSHMC(target, surrogate=wrong, guard=0.5, guard_window=100,
+                    guard_action="exact").sample(3000, n_warmup=500, chains=2, seed=3,
+                                                 progress=False)
+    events = res.info["guard_events"]
+    assert len(events) == 2 and all(e["action"] == "exact" for e in events)
+    assert all(e["iteration"] == 100 for e in events)
+    z = (res.draws.mean(axis=(0, 1)) - mean) / diagnostics.mcse_mean(res.draws)
+    assert np.all(np.abs(z) < 4), z
+
+
+def test_guard_retrains():
+    X, y, _ = fs.datasets.simulate_logistic(3000, 5, seed=1)
+    model = fs.models.LogisticRegression(X, y, prior_sd=10.0)
+    # far too few hidden units: poor surrogate, retraining is triggered
+    res = fs.RNSHMC(model, n_hidden=3, guard=0.95, guard_window=100,
+                    guard_action="retrain").sample(400, n_warmup=400, chains=1, seed=2,
+                                                   progress=False)
+    assert res.info["guard_events"]
+    assert res.info["guard_events"][0]["action"] == "retrain"
+
+
+def test_surrogate_is_a_reusable_potential(logistic):
+    model, _ = logistic
+    res = fs.sample(model, method="rns-hmc", n_draws=200, n_warmup=600, chains=1, seed=1,
+                    n_hidden=100, progress=False)
+    sur = res.surrogate
+    q = res.draws[0, -1]
+    u, g = sur.value_and_grad(q)
+    assert np.isfinite(u) and g.shape == (model.dim,)
+    # the surrogate's gradient approximates the exact one near the posterior
+    gx = model.grad(q)
+    cos = g @ gx / np.linalg.norm(g) / np.linalg.norm(gx)
+    assert cos > 0.9
+    # usable by another sampler, and through the capsule
+    again = fs.RNSHMC(model, surrogate=sur).sample(200, n_warmup=100, chains=1, seed=2,
+                                                    progress=False)
+    assert again.surrogate is sur
+    wrapped = fs.Potential.from_capsule(sur.capsule, keep_alive=sur)
+    assert wrapped.value(q) == sur.value(q)
+
+
+def test_rns_argument_errors():
+    model = fs.models.StandardNormal(2)
+    with pytest.raises(ValueError, match="activation"):
+        fs.RNSHMC(model, activation="relu")
+    with pytest.raises(ValueError, match="training"):
+        fs.RNSHMC(model, training="all")
+    with pytest.raises(ValueError, match="guard"):
+        fs.RNSHMC(model, guard=1.5)
+    with pytest.raises(ValueError, match="dim"):
+        fs.RNSHMC(model, surrogate=fs.models.StandardNormal(3))
+    with pytest.raises(ValueError, match="n_warmup"):
+        fs.RNSHMC(model).sample(10, n_warmup=5, progress=False)
+    with pytest.raises(ValueError, match="exponent"):
+        fs.ARNSHMC(model, exponent=2.0)
