@@ -1,9 +1,6 @@
 """Potentials for the papers' models (each a fastsurrogate.Potential)."""
 from .._models import Gaussian, StandardNormal, Banana
-try:  # FS-TEMP until _glm lands
-    from .._glm import LogisticRegression, ProbitRegression, PoissonRegression, LinearRegression
-except ImportError:
-    pass
+from .._glm import LogisticRegression, ProbitRegression, PoissonRegression, LinearRegression
 from .._potential import Potential
 
 from_callable = Potential.from_callable

@@ -1,0 +1,177 @@
+"""Speed of the fused GLM kernel, as ratios measured in ONE run.
+
+    python bench/glm_ratios.py [--repeats 15] [--sizes 100000x50,50000x200]
+
+For each problem size (N rows, d columns) it times, round-robin (so that a
+slow spell of a shared machine hits every contender alike), the median of
+``--repeats`` calls after warm-up:
+
+* C   : LogisticRegression.value_and_grad, n_threads = 1 and 2
+* NumPy: ``t = X @ b``; value ``sum(logaddexp(0, t) - y t)``; ``X.T @ (expit(t) - y)``
+* floor: ``_read_floor`` (one plain read of X), 1 and 2 threads
+
+and prints the acceptance ratios:
+
+* NumPy(1 thread) / C(1 thread)      bar: >= 3.5
+* C(2 threads) / floor(2 threads)    bar: <= 1.3
+
+NumPy's BLAS threads: with threadpoolctl installed, NumPy is timed with 1 and
+with 2 BLAS threads.  Without it, OPENBLAS_NUM_THREADS / OMP_NUM_THREADS /
+MKL_NUM_THREADS are set to 1 before NumPy is imported (unless already set),
+so NumPy runs on 1 thread only (BLAS threads cannot be changed portably after
+import).  The C kernel's thread count is explicit and is not affected.
+"""
+import argparse
+import importlib.util
+import os
+import sys
+
+HAVE_THREADPOOLCTL = importlib.util.find_spec("threadpoolctl") is not None
+if not HAVE_THREADPOOLCTL and __name__ == "__main__":
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+
+import contextlib  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+from scipy.special import expit  # noqa: E402
+
+from fastsurrogate._glm import LogisticRegression, _read_floor  # noqa: E402
+
+SIZES = [(100_000, 50), (50_000, 200)]
+PRIOR_SD = 10.0
+
+
+def make_problem(n, d, seed=0):
+    """Simulated logistic regression: X (n, d) C-contiguous float64, y in {0, 1}, beta."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)) / np.sqrt(d)
+    beta_true = rng.standard_normal(d)
+    y = (rng.random(n) < expit(X @ beta_true)).astype(np.float64)
+    beta = beta_true + 0.1 * rng.standard_normal(d)
+    return X, y, beta
+
+
+def numpy_logistic(X, y, beta, prec=1.0 / PRIOR_SD ** 2):
+    """The NumPy reference: U and grad U of the logistic regression potential."""
+    t = X @ beta
+    value = np.sum(np.logaddexp(0.0, t) - y * t) + 0.5 * prec * (beta @ beta)
+    grad = X.T @ (expit(t) - y) + prec * beta
+    return value, grad
+
+
+def blas_limits():
+    """{n: context manager limiting NumPy's BLAS to n threads} and a note."""
+    if HAVE_THREADPOOLCTL:
+        from threadpoolctl import threadpool_limits
+        return ({1: lambda: threadpool_limits(1, user_api="blas"),
+                 2: lambda: threadpool_limits(2, user_api="blas")},
+                "threadpoolctl: NumPy timed with 1 and 2 BLAS threads")
+    n = os.environ.get("OPENBLAS_NUM_THREADS", "default")
+    note = (f"threadpoolctl not installed: NumPy BLAS threads fixed at import "
+            f"(OPENBLAS_NUM_THREADS={n})")
+    label = int(n) if n.isdigit() else 0
+    return {label: contextlib.nullcontext}, note
+
+
+def time_round_robin(fns, repeats, warmup=3):
+    """Seconds of ``repeats`` calls of each callable, one call of each per round.
+
+    ``fns`` maps a label to ``fn`` or to ``(fn, context_factory)``; the
+    context (e.g. a BLAS thread limit) is entered outside the timed call.
+    """
+    fns = {k: v if isinstance(v, tuple) else (v, contextlib.nullcontext)
+           for k, v in fns.items()}
+    for fn, ctx in fns.values():
+        with ctx():
+            for _ in range(warmup):
+                fn()
+    times = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, (fn, ctx) in fns.items():
+            with ctx():
+                t0 = time.perf_counter()
+                fn()
+                times[k].append(time.perf_counter() - t0)
+    return times
+
+
+def run(sizes=SIZES, repeats=15, out=sys.stdout):
+    limits, note = blas_limits()
+    print(f"# {note}", file=out)
+    print(f"# {os.cpu_count()} CPUs; median of {repeats} repeats after warm-up", file=out)
+    results = {}
+    all_ok = True
+    for n, d in sizes:
+        X, y, beta = make_problem(n, d)
+        c1 = LogisticRegression(X, y, prior_sd=PRIOR_SD, n_threads=1)
+        c2 = LogisticRegression(X, y, prior_sd=PRIOR_SD, n_threads=2)
+        v_np, g_np = numpy_logistic(X, y, beta)
+        for model in (c1, c2):         # every contender computes the same thing
+            v, g = model.value_and_grad(beta)
+            assert abs(v - v_np) <= 1e-10 * abs(v_np), (v, v_np)
+            assert np.allclose(g, g_np, rtol=1e-9, atol=1e-9 * np.abs(g_np).max())
+        assert np.isclose(_read_floor(X, 2), X.sum(), rtol=1e-9, atol=1e-6)
+
+        fns = {"C, 1 thread": lambda: c1.value_and_grad(beta),
+               "C, 2 threads": lambda: c2.value_and_grad(beta),
+               "floor, 1 thread": lambda: _read_floor(X, 1),
+               "floor, 2 threads": lambda: _read_floor(X, 2)}
+        np_key = None
+        for k, ctx in limits.items():
+            label = (f"NumPy, {k} BLAS thread{'s' if k != 1 else ''}" if k
+                     else "NumPy, default BLAS")
+            fns[label] = (lambda: numpy_logistic(X, y, beta), ctx)
+            if k == 1:
+                np_key = label
+        times = time_round_robin(fns, repeats)
+        med = {k: float(np.median(v)) for k, v in times.items()}
+        best = {k: float(np.min(v)) for k, v in times.items()}
+
+        print(f"\n## logistic U + grad, N = {n}, d = {d} (X = {X.nbytes / 1e6:.0f} MB)", file=out)
+        print(f"  {'':<24s} {'median':>8s}    {'min':>8s}", file=out)
+        for k in med:
+            print(f"  {k:<24s} {med[k] * 1e3:8.3f} ms {best[k] * 1e3:8.3f} ms", file=out)
+
+        def ratio(a, b):
+            return med[a] / med[b], best[a] / best[b]
+
+        print("  ratios (of medians; of minima in brackets)", file=out)
+        c1f = ratio("C, 1 thread", "floor, 1 thread")
+        print(f"  C(1)/floor(1)            {c1f[0]:8.2f}  ({c1f[1]:.2f})", file=out)
+        if np_key is not None:
+            r1 = ratio(np_key, "C, 1 thread")
+            ok1 = r1[0] >= 3.5
+            print(f"  NumPy(1)/C(1)            {r1[0]:8.2f}  ({r1[1]:.2f})   bar >= 3.5  "
+                  f"{'PASS' if ok1 else 'FAIL'}", file=out)
+        else:
+            r1, ok1 = (float("nan"), float("nan")), False
+            print("  NumPy(1)/C(1)            n/a (NumPy's BLAS thread count unknown)", file=out)
+        r2 = ratio("C, 2 threads", "floor, 2 threads")
+        ok2 = r2[0] <= 1.3
+        print(f"  C(2)/floor(2)            {r2[0]:8.2f}  ({r2[1]:.2f})   bar <= 1.3  "
+              f"{'PASS' if ok2 else 'FAIL'}", file=out)
+        for k in med:
+            if k.startswith("NumPy, 2 "):
+                r = ratio(k, "C, 2 threads")
+                print(f"  NumPy(2)/C(2)            {r[0]:8.2f}  ({r[1]:.2f})", file=out)
+        results[(n, d)] = dict(median=med, min=best, numpy_over_c1=r1[0],
+                               c2_over_floor2=r2[0])
+        all_ok = all_ok and ok1 and ok2
+    return results, all_ok
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--repeats", type=int, default=15)
+    p.add_argument("--sizes", default=",".join(f"{n}x{d}" for n, d in SIZES),
+                   help="comma-separated NxD list")
+    args = p.parse_args(argv)
+    sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]
+    _, ok = run(sizes, args.repeats)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

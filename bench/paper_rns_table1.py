@@ -1,0 +1,134 @@
+"""The RNS-HMC paper's Table 1 on this machine (Zhang, Shahbaba & Zhao 2017).
+
+    python bench/paper_rns_table1.py [--problems sim bank a9a] [--quick] [--out FILE]
+
+Problems and the paper's settings (../shared/data/README.md):
+  sim   simulated logistic regression, N = 100000, d = 50, s = 2000,
+        step 0.045, L = 6 (the number of leapfrog steps drawn from 1..L)
+  bank  Bank Marketing, N = 40197, d = 25, s = 1000, step 0.012, L = 45
+  a9a   a9a reduced to 60 features by a Gaussian random projection (plus an
+        intercept: 61 parameters), s = 2500, step 0.012, L = 10
+All priors N(0, 100 I).  One chain per method, started at the MAP (found by
+L-BFGS), 5000 burn-in iterations of exact HMC (the exploration phase, whose
+states after the first 20 % train the network), then 5000 draws.  The
+data-sum kernel runs on 2 threads.
+
+Columns: AP (mean acceptance probability after burn-in), ESS min / median /
+max over parameters (Geyer's initial monotone sequence, 5000 draws),
+s/iter (sampling phase), min ESS/s, speed-up in min ESS/s over HMC.  Also
+printed: the cost ratio (HMC s/iter over the method's s/iter) and the
+acceptance bars of the issue: speed-up >= 0.8 x cost ratio and AP >= 0.9 x
+HMC's (sim), speed-up >= 10 (bank), AP >= 0.8 x HMC's (a9a).
+"""
+import argparse
+import os
+import platform
+import time
+
+import numpy as np
+import scipy.optimize as so
+
+import fastsurrogate as fs
+
+PROBLEMS = {
+    "sim": dict(n_hidden=2000, step_size=0.045, n_steps=6),
+    "bank": dict(n_hidden=1000, step_size=0.012, n_steps=45),
+    "a9a": dict(n_hidden=2500, step_size=0.012, n_steps=10),
+}
+
+
+def load(name, quick, seed=2017):
+    if name == "sim":
+        X, y, _ = fs.datasets.simulate_logistic(100000, 50, seed=seed)
+    elif name == "bank":
+        X, y = fs.datasets.load_bank_marketing()
+    elif name == "a9a":
+        X, y = fs.datasets.load_a9a()
+        X = fs.datasets.random_projection(X, 60, seed=seed)
+    else:
+        raise ValueError(name)
+    return X, y
+
+
+def map_estimate(model):
+    r = so.minimize(model.value_and_grad, np.zeros(model.dim), jac=True, method="L-BFGS-B",
+                    options=dict(maxiter=5000, gtol=1e-8))
+    return r.x
+
+
+def run(name, quick, threads, seed):
+    X, y = load(name, quick)
+    cfg = PROBLEMS[name]
+    model = fs.models.LogisticRegression(X, y, prior_sd=10.0, n_threads=threads)
+    q0 = map_estimate(model)
+    n_warmup = 1000 if quick else 5000
+    n_draws = 1000 if quick else 5000
+    common = dict(n_draws=n_draws, n_warmup=n_warmup, chains=1, seed=seed, init=q0,
+                  step_size=cfg["step_size"], n_steps=cfg["n_steps"], random_n_steps=True,
+                  adapt=False, progress=False)
+    out = {}
+    out["HMC"] = fs.sample(model, method="hmc", **common)
+    out["RNS-HMC"] = fs.sample(model, method="rns-hmc", n_hidden=cfg["n_hidden"], guard=None,
+                               **common)
+    out["RNS-HMC+DA"] = fs.sample(model, method="rns-hmc", n_hidden=cfg["n_hidden"], guard=None,
+                                  delayed_acceptance=True, **common)
+    out["ARNS-HMC"] = fs.sample(model, method="arns-hmc", n_hidden=cfg["n_hidden"],
+                                n_start=200, **common)
+    return X.shape, cfg, out
+
+
+def table(name, shape, cfg, out):
+    lines = [f"### {name}: N = {shape[0]}, d = {shape[1]}, s = {cfg['n_hidden']}, "
+             f"step {cfg['step_size']}, L = {cfg['n_steps']}", "",
+             "| method | AP | ESS min / median / max | s/iter | min ESS/s | speed-up | cost ratio | train s |",
+             "|---|---|---|---|---|---|---|---|"]
+    base = out["HMC"].summary().overall
+    figures = {}
+    for m, res in out.items():
+        t = res.summary().overall
+        speed = t["min_ess_per_second"] / base["min_ess_per_second"]
+        cost = base["seconds_per_iteration"] / t["seconds_per_iteration"]
+        figures[m] = dict(ap=t["acceptance"], speedup=speed, cost_ratio=cost)
+        lines.append(f"| {m} | {t['acceptance']:.2f} | {t['ess_min']:.0f} / {t['ess_median']:.0f} / "
+                     f"{t['ess_max']:.0f} | {t['seconds_per_iteration']:.2e} | "
+                     f"{t['min_ess_per_second']:.1f} | {speed:.1f} | {cost:.1f} | "
+                     f"{res.timings.get('train', 0.0):.1f} |")
+    f, h = figures["RNS-HMC"], figures["HMC"]
+    if name == "sim":
+        lines.append(f"\nbar: speed-up {f['speedup']:.1f} >= 0.8 x cost ratio {f['cost_ratio']:.1f} "
+                     f"= {0.8 * f['cost_ratio']:.1f}: {'met' if f['speedup'] >= 0.8 * f['cost_ratio'] else 'NOT met'}; "
+                     f"AP {f['ap']:.3f} >= 0.9 x HMC's {h['ap']:.3f}: {'met' if f['ap'] >= 0.9 * h['ap'] else 'NOT met'}")
+    elif name == "bank":
+        lines.append(f"\nbar: speed-up {f['speedup']:.1f} >= 10: {'met' if f['speedup'] >= 10 else 'NOT met'}")
+    else:
+        lines.append(f"\nbar: AP {f['ap']:.3f} >= 0.8 x HMC's {h['ap']:.3f}: "
+                     f"{'met' if f['ap'] >= 0.8 * h['ap'] else 'NOT met'}; speed-up {f['speedup']:.1f}")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problems", nargs="+", default=["sim", "bank", "a9a"])
+    ap.add_argument("--quick", action="store_true", help="1000 burn-in + 1000 draws")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=2017)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    head = (f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+            f"fastsurrogate {fs.__version__}; data-sum threads {args.threads}")
+    parts = [head]
+    for name in args.problems:
+        shape, cfg, out = run(name, args.quick, args.threads, args.seed)
+        parts.append(table(name, shape, cfg, out))
+        print(parts[-1], flush=True)
+    parts.append(f"\n({time.perf_counter() - t0:.0f} s in all)")
+    text = "\n\n".join(parts)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    print(parts[-1])
+
+
+if __name__ == "__main__":
+    main()
