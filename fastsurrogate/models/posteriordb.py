@@ -556,6 +556,8 @@ class GPRegr(_PosteriorModel):
         q = _as_q(q, self.dim)
         lr, la, ls = float(q[0]), float(q[1]), float(q[2])
         pv, _, rho, a2 = self._prior_jac(lr, la, ls)
+        if not _kernel_ok(rho, a2, pv):
+            return math.inf
         _, K = self._kernel(rho, a2, _exp(ls))
         L, info = dpotrf(K, lower=1, clean=1)
         if info != 0:
@@ -567,6 +569,8 @@ class GPRegr(_PosteriorModel):
         q = _as_q(q, self.dim)
         lr, la, ls = float(q[0]), float(q[1]), float(q[2])
         pv, pg, rho, a2 = self._prior_jac(lr, la, ls)
+        if not _kernel_ok(rho, a2, pv):
+            return math.inf, np.full(3, np.nan)
         sigma = _exp(ls)
         Kse, K = self._kernel(rho, a2, sigma)
         L, info = dpotrf(K, lower=1, clean=1)      # K = L L^T
@@ -595,6 +599,11 @@ class GPRegr(_PosteriorModel):
         cols = [np.log(np.asarray(params[n], dtype=np.float64))
                 for n in self.reference_names]
         return np.stack(np.broadcast_arrays(*cols), axis=-1)
+
+
+def _kernel_ok(rho, a2, pv):
+    """False where the GP kernel cannot be formed (rho^2 underflows, overflow)."""
+    return rho * rho > 0.0 and math.isfinite(rho * rho) and math.isfinite(a2) and math.isfinite(pv)
 
 
 MODELS = {cls.posterior_name: cls for cls in

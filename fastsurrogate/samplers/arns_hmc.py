@@ -112,6 +112,7 @@ class ARNSHMC(RNSHMC):
                 net = train_random_network(Q, U, n_hidden=self.n_hidden,
                                            activation=self.activation, ridge=self.ridge,
                                            standardize=self.standardize,
+                                           input_scale=self.input_scale,
                                            seed=[base_seed, k])
                 offset = float(U.min())
                 H = _with_bias(net.features(Q))

@@ -51,6 +51,9 @@ class RNSHMC(HMC):
         Relative ridge parameter of the output least squares.
     standardize : bool
         Standardise the network's inputs by the training set.
+    input_scale : float
+        Spread of the standardised inputs seen by the nodes (see
+        :func:`fastsurrogate.surrogates.train_random_network`).
     training : {"states", "accepted"}
         Train on every exploration state (the authors' code) or on the
         accepted proposals only (the paper's Algorithm 3).
@@ -87,7 +90,7 @@ class RNSHMC(HMC):
     method = "rns-hmc"
 
     def __init__(self, potential, *, n_hidden=1000, activation="softplus", ridge=1e-8,
-                 standardize=True, training="states", train_from=0.2,
+                 standardize=True, input_scale=0.5, training="states", train_from=0.2,
                  delayed_acceptance=False, guard=0.5, guard_window=200,
                  guard_action="retrain", surrogate=None, **hmc_options):
         super().__init__(potential, **hmc_options)
@@ -99,6 +102,7 @@ class RNSHMC(HMC):
             raise ValueError(f"ridge must be >= 0, got {ridge!r}")
         self.ridge = float(ridge)
         self.standardize = bool(standardize)
+        self.input_scale = check_positive("input_scale", input_scale)
         if training not in ("states", "accepted"):
             raise ValueError(f"training must be 'states' or 'accepted', got {training!r}")
         self.training = training
@@ -147,7 +151,8 @@ class RNSHMC(HMC):
         if Q.shape[0] < 2:
             raise RuntimeError("the exploration phase produced fewer than 2 training points")
         return train_random_network(Q, U, n_hidden=self.n_hidden, activation=self.activation,
-                                    ridge=self.ridge, standardize=self.standardize, seed=seed)
+                                    ridge=self.ridge, standardize=self.standardize,
+                                    input_scale=self.input_scale, seed=seed)
 
     def exploit(self, chain, trace, ctx, n_draws, net, explore_acc, Q, U, events, seed):
         """Surrogate-driven sampling with the guard; returns the chain in use."""
