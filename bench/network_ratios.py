@@ -18,6 +18,7 @@ import time
 import numpy as np
 from scipy.special import expit
 
+from fastsurrogate._glm import _read_floor
 from fastsurrogate._network import RandomNetwork
 
 SIZES = [(2000, 50), (1000, 24), (2500, 60)]
@@ -61,9 +62,15 @@ def measure(s, d, repeats=9):
         for _ in range(n_py):
             numpy_grad()
 
-    # interleave the three so that machine noise hits them alike
-    res = {"c_loop": [], "c_call": [], "numpy": []}
+    def read_w():
+        # the floor: one plain read of the hidden weights, warm in cache
+        for _ in range(n_py):
+            _read_floor(W, 1)
+
+    # interleave them so that machine noise hits them alike
+    res = {"c_loop": [], "c_call": [], "numpy": [], "read_w": []}
     for _ in range(repeats):
+        res["read_w"].append(median_us(read_w, n_py, 1))
         res["c_loop"].append(median_us(c_loop, n_loop, 1))
         res["c_call"].append(median_us(c_call, n_py, 1))
         res["numpy"].append(median_us(np_call, n_py, 1))
@@ -79,7 +86,8 @@ def main():
     args = ap.parse_args()
     threads = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS") or "default"
     print(f"softplus network gradient, 1 thread in C (BLAS threads for NumPy: {threads})")
-    print(f"{'s':>5} {'d':>4} {'C loop us':>10} {'C call us':>10} {'NumPy us':>9} {'NumPy/C':>8}")
+    print(f"{'s':>5} {'d':>4} {'C loop us':>10} {'C call us':>10} {'NumPy us':>9} {'NumPy/C':>8}"
+          f" {'read W us':>10}")
     for s, d in SIZES:
         r = measure(s, d, args.repeats)
         bar = ""
@@ -89,7 +97,9 @@ def main():
             bar = (f"  bar: <= 15 us {'met' if ok_abs else 'NOT met'}, "
                    f">= 2x {'met' if ok_ratio else 'NOT met'}")
         print(f"{s:>5} {d:>4} {r['c_loop']:>10.2f} {r['c_call']:>10.2f} {r['numpy']:>9.2f} "
-              f"{r['ratio']:>8.2f}{bar}")
+              f"{r['ratio']:>8.2f} {r['read_w']:>10.2f}{bar}")
+    print("read W: one plain read of the weights (sum, 1 thread, called from Python: "
+          "includes ~1 us of call overhead) - the floor of any gradient")
 
 
 if __name__ == "__main__":

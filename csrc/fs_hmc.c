@@ -175,6 +175,7 @@ int fs_hmc_transition(const fs_hmc_config *cfg, const fs_potential *drive,
     info->n_judge_evals = 0;
     info->da_rejected = 0;
     info->energy_error = NAN;
+    info->proposal_u = NAN;
 
     draw_momentum(cfg, rng, p, z);
     k0 = fs_hmc_kinetic(cfg, p, v);
@@ -207,6 +208,7 @@ int fs_hmc_transition(const fs_hmc_config *cfg, const fs_potential *drive,
         status = judge->eval(judge->state, q1, &uj1, NULL);
         if (status != FS_OK && status != FS_ENONFINITE) return status;
         info->n_judge_evals = 1;
+        info->proposal_u = status == FS_OK ? uj1 : NAN;
         dh = (uj1 + k1) - h0;
         info->energy_error = dh;
         if (status == FS_ENONFINITE || !fs_isfinite(dh) || dh > cfg->max_energy_error) {
@@ -230,6 +232,7 @@ int fs_hmc_transition(const fs_hmc_config *cfg, const fs_potential *drive,
             info->n_judge_evals = 1;
             if (status == FS_ENONFINITE) uj1 = NAN;
         }
+        info->proposal_u = uj1;
         h1 = uj1 + k1;
         dh = h1 - h0;
         info->energy_error = dh;
@@ -313,6 +316,9 @@ int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
         if (tr->divergent) tr->divergent[it] = (int8_t)info.divergent;
         if (tr->n_steps) tr->n_steps[it] = (int32_t)info.n_steps;
         if (tr->judge_evaluated) tr->judge_evaluated[it] = (int8_t)info.n_judge_evals;
+        if (tr->proposals)
+            memcpy(tr->proposals + (size_t)it * d, work + 2 * (size_t)d, sizeof(double) * (size_t)d);
+        if (tr->proposal_potential) tr->proposal_potential[it] = info.proposal_u;
         if (adapt != NULL) c.step_size = fs_dual_avg_update(adapt, info.accept_prob);
     }
     *n_done = it;

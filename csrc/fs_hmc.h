@@ -57,6 +57,7 @@ typedef struct fs_hmc_info {
     int divergent;
     int n_steps;
     int n_judge_evals;    /* judge evaluations made (0 when DA rejected early)  */
+    double proposal_u;    /* judge U at the proposal; NaN if not evaluated     */
     int da_rejected;      /* rejected at the first (drive) stage                */
 } fs_hmc_info;
 
@@ -72,6 +73,8 @@ typedef struct fs_hmc_trace {
     int8_t *divergent;
     int32_t *n_steps;
     int8_t *judge_evaluated;
+    double *proposals;          /* n_iter * dim: the proposal of each iteration */
+    double *proposal_potential; /* judge U at the proposal (NaN: not evaluated) */
 } fs_hmc_trace;
 
 /* Dual averaging of log(step size) (Hoffman & Gelman 2014, Stan's defaults). */
@@ -95,6 +98,8 @@ int fs_hmc_point_init(const fs_hmc_config *cfg, const fs_potential *drive,
                       const fs_potential *judge, fs_hmc_point *cur);
 
 /* One HMC transition from cur (updated in place on acceptance).
+   The proposal's position is left in work[2*dim .. 3*dim) and its judge U
+   in info->proposal_u.
    Potential errors other than FS_ENONFINITE stop it and are returned with
    cur unchanged; non-finite values or gradients are divergences. */
 int fs_hmc_transition(const fs_hmc_config *cfg, const fs_potential *drive,

@@ -34,6 +34,7 @@ cdef extern from "fs_hmc.h" nogil:
         int n_steps
         int n_judge_evals
         int da_rejected
+        double proposal_u
 
     ctypedef struct fs_hmc_trace:
         double *draws
@@ -46,6 +47,8 @@ cdef extern from "fs_hmc.h" nogil:
         int8_t *divergent
         int32_t *n_steps
         int8_t *judge_evaluated
+        double *proposals
+        double *proposal_potential
 
     ctypedef struct fs_dual_avg:
         double mu, gamma, t0, kappa, delta

@@ -37,11 +37,19 @@ TRACE_FIELDS = {
 }
 
 
-def new_trace(long n, int dim):
-    """Arrays for n iterations: ``draws`` (n, dim) and the TRACE_FIELDS (n,)."""
+def new_trace(long n, int dim, bint proposals=False):
+    """Arrays for n iterations: ``draws`` (n, dim) and the TRACE_FIELDS (n,).
+
+    With ``proposals``, also ``proposals`` (n, dim) and ``proposal_potential``
+    (n,): each iteration's proposal and its judge U (NaN when the judge was
+    not evaluated: divergences, delayed-acceptance first-stage rejections).
+    """
     out = {"draws": np.full((n, dim), np.nan)}
     for k, dt in TRACE_FIELDS.items():
         out[k] = np.zeros(n, dtype=dt)
+    if proposals:
+        out["proposals"] = np.full((n, dim), np.nan)
+        out["proposal_potential"] = np.full(n, np.nan)
     return out
 
 
@@ -295,6 +303,16 @@ cdef class Chain:
         tr.divergent = <int8_t *>cnp.PyArray_DATA(trace["divergent"]) + start
         tr.n_steps = <int32_t *>cnp.PyArray_DATA(trace["n_steps"]) + start
         tr.judge_evaluated = <int8_t *>cnp.PyArray_DATA(trace["judge_evaluated"]) + start
+        tr.proposals = NULL
+        tr.proposal_potential = NULL
+        if "proposals" in trace:
+            pa, pu = trace["proposals"], trace["proposal_potential"]
+            if (pa.dtype != np.float64 or not pa.flags.c_contiguous or pa.shape != draws.shape
+                    or pu.dtype != np.float64 or not pu.flags.c_contiguous
+                    or pu.shape[0] != draws.shape[0]):
+                raise ValueError("trace['proposals'] / ['proposal_potential'] do not match the draws")
+            tr.proposals = <double *>cnp.PyArray_DATA(pa) + start * d
+            tr.proposal_potential = <double *>cnp.PyArray_DATA(pu) + start
         cdef fs_dual_avg *da = &self.da if self.adapting else NULL
         with self.lock:
             with nogil:

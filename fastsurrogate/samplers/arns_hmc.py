@@ -23,7 +23,7 @@ of Algorithm 4, collapsed to the chunk).
 import numpy as np
 
 from .._hmc import Chain, new_trace
-from .._online import GrevilleTrainer
+from .._online import GrevilleTrainer, SMWTrainer
 from .._potential import PotentialError
 from ..surrogates.random_network import train_random_network
 from ._base import chain_generators, initial_points, run_chains, check_int, check_positive
@@ -56,6 +56,12 @@ class ARNSHMC(RNSHMC):
     resync_every : int
         Re-solve the output layer by a batch solve over all points every
         this many updates (0: never); bounds rounding drift.
+    online_data : {"proposals", "states"}
+        What feeds the online trainer: every iteration's proposal with its
+        exact U (computed anyway by the Metropolis test; the default), or the
+        chain's states.  While the surrogate is poor the chain rejects most
+        proposals and its states repeat, so they carry little new
+        information; the proposals fall exactly where the surrogate is wrong.
     **options
         n_hidden, activation, standardize, delayed_acceptance and the HMC
         options, as for :class:`RNSHMC`.
@@ -64,7 +70,7 @@ class ARNSHMC(RNSHMC):
     method = "arns-hmc"
 
     def __init__(self, potential, *, n_start=200, update_every=10, exponent=0.5,
-                 online_ridge=None, resync_every=0, **options):
+                 online_ridge=None, resync_every=0, online_data="proposals", **options):
         options.setdefault("guard", None)
         super().__init__(potential, **options)
         self.n_start = check_int("n_start", n_start, 2)
@@ -76,6 +82,9 @@ class ARNSHMC(RNSHMC):
             raise ValueError("online_ridge must be None or >= 0")
         self.online_ridge = None if online_ridge is None else float(online_ridge)
         self.resync_every = check_int("resync_every", resync_every, 0)
+        if online_data not in ("proposals", "states"):
+            raise ValueError("online_data must be 'proposals' or 'states'")
+        self.online_data = online_data
 
     def sample(self, n_draws=1000, n_warmup=400, *, chains=1, seed=None, init=None,
                progress=True, keep_warmup=True):
@@ -93,7 +102,8 @@ class ARNSHMC(RNSHMC):
         q0 = initial_points(self.potential, init, gens)
         d = self.potential.dim
         warm = [new_trace(n_warmup, d) for _ in range(chains)]
-        main = [new_trace(n_draws, d) for _ in range(chains)]
+        main = [new_trace(n_draws, d, proposals=self.online_data == "proposals")
+                for _ in range(chains)]
         chain_objs = [None] * chains
         nets = [None] * chains
         switches = [[] for _ in range(chains)]
@@ -119,39 +129,41 @@ class ARNSHMC(RNSHMC):
                 lam = self.online_ridge
                 if lam is None:
                     lam = self.ridge * float(np.mean(np.einsum("ij,ij->i", H, H)))
-                trainer = GrevilleTrainer.from_batch(H, U - offset, ridge=lam,
-                                                     resync_every=self.resync_every)
+                trainer = _OnlineLayer(H, U - offset, lam, self.update_every, self.resync_every)
                 _set_weights(net, trainer.weights, offset)
                 nets[k] = net
-            n_resync = 0
+            hist_Q, hist_U = [Q], [U]
             chain = self._continue_chain(chain, net, ctx)
             chain_objs[k] = chain
             gen = chain.generator
+            trace = main[k]
             t, i = 0, 0
             with ctx.phase("sample"):
                 while i < n_draws:
                     first, end = i, min(i + self.update_every, n_draws)
-                    i = ctx.run_span(chain, main[k], first, end, "sample")
-                    Qn = main[k]["draws"][first:i]
-                    Un = main[k]["potential"][first:i]
-                    try:
-                        trainer.update_many(_with_bias(net.features(Qn)), Un - offset)
-                        due = trainer.resync_due
-                    except PotentialError:
-                        due = True          # numerical breakdown: re-solve in batch
-                    if due:
-                        Qh = np.concatenate([Q, main[k]["draws"][:i]])
-                        Uh = np.concatenate([U, main[k]["potential"][:i]])
-                        trainer.resync(_with_bias(net.features(Qh)), Uh - offset)
-                        n_resync += 1
-                    ts = np.arange(t + 1, t + Qn.shape[0] + 1, dtype=float)
-                    t += Qn.shape[0]
+                    i = ctx.run_span(chain, trace, first, end, "sample")
+                    if self.online_data == "proposals":
+                        Qn = trace["proposals"][first:i]
+                        Un = trace["proposal_potential"][first:i]
+                    else:
+                        Qn = trace["draws"][first:i]
+                        Un = trace["potential"][first:i]
+                    ok = np.isfinite(Un)
+                    Qn, Un = Qn[ok], Un[ok]
+                    hist_Q.append(Qn)
+                    hist_U.append(Un)
+                    if Qn.shape[0]:
+                        trainer.absorb(_with_bias(net.features(Qn)), Un - offset,
+                                       lambda: (_with_bias(net.features(np.concatenate(hist_Q))),
+                                                np.concatenate(hist_U) - offset))
+                    ts = np.arange(t + 1, t + (i - first) + 1, dtype=float)
+                    t += i - first
                     a = ts ** (-self.exponent)
                     if gen.uniform() < 1.0 - np.prod(1.0 - a):
                         _set_weights(net, trainer.weights, offset)
                         switches[k].append(i)
             n_seen[k] = trainer.n_seen
-            resyncs[k] = n_resync
+            resyncs[k] = trainer.n_resolves
             return chain
 
         _, ctxs, interrupted, error = run_chains(
@@ -166,6 +178,68 @@ class ARNSHMC(RNSHMC):
             error.result = res
             raise error
         return res
+
+
+class _OnlineLayer:
+    """The output layer's online least squares (with a constant feature).
+
+    Ridge > 0: recursive ridge least squares, absorbing each chunk of up to
+    ``block`` points in one Sherman-Morrison-Woodbury block update (BLAS 3;
+    the same estimator as point-by-point recursion, many times faster).
+    Ridge = 0: Greville's pseudo-inverse recursion, point by point.
+    A numerical breakdown, or ``resync_every`` points, triggers a batch
+    re-solve from every point seen (``data()`` supplies them).
+    """
+
+    def __init__(self, H, y, ridge, block, resync_every):
+        self.ridge, self.block, self.resync_every = ridge, block, resync_every
+        self.n_resolves = 0
+        self._since = 0
+        if ridge > 0:
+            self._smw = SMWTrainer(H.shape[1], block, ridge)
+            self._smw.solve_batch(*_blocks(H, y, block))
+            self._greville = None
+        else:
+            self._smw = None
+            self._greville = GrevilleTrainer.from_batch(H, y)
+        self.n_seen = H.shape[0]
+
+    @property
+    def weights(self):
+        return (self._smw or self._greville).weights
+
+    def absorb(self, H, y, data):
+        try:
+            if self._smw is not None:
+                A, g = _blocks(H, y, self.block)
+                for j in range(A.shape[0]):
+                    self._smw.update(A[j], g[j])
+            else:
+                self._greville.update_many(H, y)
+            failed = False
+        except PotentialError:
+            failed = True
+        self.n_seen += H.shape[0]
+        self._since += H.shape[0]
+        if failed or (self.resync_every and self._since >= self.resync_every):
+            Ha, ya = data()
+            if self._smw is not None:
+                self._smw.solve_batch(*_blocks(Ha, ya, self.block))
+            else:
+                self._greville.resync(Ha, ya)
+            self._since = 0
+            self.n_resolves += 1
+
+
+def _blocks(H, y, k):
+    """(n, s) rows and (n,) targets as (ceil(n/k), k, s) and (., k) blocks, zero-padded
+    (a zero row with a zero target adds nothing to the least squares)."""
+    n, s = H.shape
+    nb = -(-n // k)
+    A = np.zeros((nb * k, s))
+    g = np.zeros(nb * k)
+    A[:n], g[:n] = H, y
+    return A.reshape(nb, k, s), g.reshape(nb, k)
 
 
 def _with_bias(H):

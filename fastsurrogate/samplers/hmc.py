@@ -38,7 +38,8 @@ class Sampler:
         else:
             n = min(c.done.get(key, 0) for c in ctxs)
         draws = np.stack([t["draws"][:n] for t in traces]) if chains else np.empty((0, n, dim))
-        stats = {k: np.stack([t[k][:n] for t in traces]) for k in traces[0] if k != "draws"}
+        stats = {k: np.stack([t[k][:n] for t in traces]) for k in traces[0]
+                 if k not in ("draws", "proposals")}
         return draws, stats
 
 
