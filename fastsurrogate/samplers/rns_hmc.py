@@ -30,6 +30,20 @@ from .hmc import HMC
 __all__ = ["RNSHMC", "surrogate_seed"]
 
 
+def _auto_or_number(name, value, minimum):
+    """"auto", or a finite number > minimum (>= 0 when minimum is 0.0; > 0 when None)."""
+    if isinstance(value, str):
+        if value != "auto":
+            raise ValueError(f'{name} must be a number or "auto", got {value!r}')
+        return value
+    if minimum is None:
+        return check_positive(name, value)
+    v = float(value)
+    if not (v >= minimum and np.isfinite(v)):
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    return v
+
+
 def surrogate_seed(generator):
     """A seed for the random basis, derived from (not drawn from) chain 0's stream."""
     ss = generator.bit_generator.seed_seq
@@ -47,12 +61,14 @@ class RNSHMC(HMC):
     n_hidden : int
         Hidden units s of the random network.
     activation : {"softplus", "sigmoid", "tanh", "rbf"}
-    ridge : float
-        Relative ridge parameter of the output least squares.
+    ridge : float or "auto"
+        Relative ridge parameter of the output least squares ("auto": chosen
+        on held-out exploration states).
     standardize : bool
         Standardise the network's inputs by the training set.
-    input_scale : float
-        Spread of the standardised inputs seen by the nodes (see
+    input_scale : float or "auto"
+        Spread of the standardised inputs seen by the nodes ("auto": chosen
+        with the ridge on held-out exploration states; see
         :func:`fastsurrogate.surrogates.train_random_network`).
     training : {"states", "accepted"}
         Train on every exploration state (the authors' code) or on the
@@ -89,8 +105,8 @@ class RNSHMC(HMC):
 
     method = "rns-hmc"
 
-    def __init__(self, potential, *, n_hidden=1000, activation="softplus", ridge=1e-8,
-                 standardize=True, input_scale=0.5, training="states", train_from=0.2,
+    def __init__(self, potential, *, n_hidden=1000, activation="softplus", ridge="auto",
+                 standardize=True, input_scale="auto", training="states", train_from=0.2,
                  delayed_acceptance=False, guard=0.5, guard_window=200,
                  guard_action="retrain", surrogate=None, **hmc_options):
         super().__init__(potential, **hmc_options)
@@ -98,11 +114,9 @@ class RNSHMC(HMC):
         if activation not in ("softplus", "sigmoid", "tanh", "rbf"):
             raise ValueError(f"activation must be softplus, sigmoid, tanh or rbf; got {activation!r}")
         self.activation = activation
-        if not (ridge >= 0 and np.isfinite(ridge)):
-            raise ValueError(f"ridge must be >= 0, got {ridge!r}")
-        self.ridge = float(ridge)
+        self.ridge = _auto_or_number("ridge", ridge, minimum=0.0)
         self.standardize = bool(standardize)
-        self.input_scale = check_positive("input_scale", input_scale)
+        self.input_scale = _auto_or_number("input_scale", input_scale, minimum=None)
         if training not in ("states", "accepted"):
             raise ValueError(f"training must be 'states' or 'accepted', got {training!r}")
         self.training = training

@@ -24,6 +24,30 @@ def standardization(Q):
     return shift, scale
 
 
+def _ridge_path(H, y, ridges):
+    """Output weights (v, b) for each relative ridge in `ridges`, one Gram matrix."""
+    hm, ym = H.mean(axis=0), y.mean()
+    Hc, yc = H - hm, y - ym
+    G = Hc.T @ Hc
+    rhs = Hc.T @ yc
+    scale = max(np.trace(G) / G.shape[0], np.finfo(float).tiny)
+    out = []
+    for r in ridges:
+        Gr = G.copy()
+        Gr[np.diag_indices_from(Gr)] += r * scale
+        try:
+            v = sla.cho_solve(sla.cho_factor(Gr, lower=True, check_finite=False), rhs,
+                              check_finite=False)
+        except np.linalg.LinAlgError:
+            v = sla.lstsq(Gr, rhs, lapack_driver="gelsd", check_finite=False)[0]
+        out.append((v, float(ym - hm @ v)))
+    return out
+
+
+INPUT_SCALES = (0.05, 0.2, 0.5, 1.0)
+RIDGES = (1e-12, 1e-10, 1e-8)
+
+
 def fit_output_weights(H, y, ridge=1e-8, fit_bias=True):
     """Ridge least squares for the output layer.
 
@@ -71,9 +95,9 @@ def fit_output_weights(H, y, ridge=1e-8, fit_bias=True):
     return v, b
 
 
-def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge=1e-8,
-                         standardize=True, input_scale=0.5, seed=None, rbf_scale=1.0,
-                         shift_targets=True):
+def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge="auto",
+                         standardize=True, input_scale="auto", seed=None, rbf_scale=1.0,
+                         shift_targets=True, validation=0.2):
     """Fit a random-basis network z(q) ~ U(q) on training pairs (Algorithm 2).
 
     Parameters
@@ -85,12 +109,16 @@ def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge=1e-8,
     n_hidden : int
         Hidden units s.
     activation : {"softplus", "sigmoid", "tanh", "rbf"}
-    ridge : float
-        Relative ridge parameter of the output least squares.
+    ridge : float or "auto"
+        Relative ridge parameter of the output least squares.  "auto" picks
+        it from (1e-12, 1e-10, 1e-8) by the error on held-out points.
     standardize : bool
         Standardise inputs by the training set's mean and sd.
-    input_scale : float
-        Additive nodes see x = input_scale * (q - mean) / sd.  With the
+    input_scale : float or "auto"
+        Additive nodes see x = input_scale * (q - mean) / sd.  "auto" (the
+        default) picks it from (0.05, 0.2, 0.5, 1) together with the ridge, by
+        the RMSE of U on the last ``validation`` fraction of the training
+        points (the latest chain states), then refits on all points.  With the
         default input weights w ~ N(0, I/d), a pre-activation then varies by
         about input_scale over the training set: small values keep every node
         in its smooth, nearly quadratic range (right for near-Gaussian
@@ -106,6 +134,8 @@ def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge=1e-8,
     shift_targets : bool
         Subtract min(u) from the targets (the authors' practice; it only
         moves the output bias).
+    validation : float
+        Held-out fraction for the automatic choices.
 
     Returns
     -------
@@ -122,25 +152,54 @@ def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge=1e-8,
         raise ValueError("training data contain NaN or inf")
     rng = np.random.default_rng(seed)
     dim = Q.shape[1]
-    shift, scale = standardization(Q) if standardize else (None, None)
-    if not (input_scale > 0 and np.isfinite(input_scale)):
+    auto_c = isinstance(input_scale, str)
+    auto_r = isinstance(ridge, str)
+    if (auto_c and input_scale != "auto") or (auto_r and ridge != "auto"):
+        raise ValueError('input_scale and ridge take a number or "auto"')
+    if not auto_c and not (input_scale > 0 and np.isfinite(input_scale)):
         raise ValueError(f"input_scale must be positive, got {input_scale!r}")
-    if standardize and activation != "rbf":
-        scale = scale / input_scale
+    if not auto_r and not (ridge >= 0 and np.isfinite(ridge)):
+        raise ValueError(f"ridge must be >= 0, got {ridge!r}")
+    if not standardize or activation == "rbf":
+        auto_c, input_scale = False, 1.0
+    scales = INPUT_SCALES if auto_c else (float(input_scale),)
+    ridges = RIDGES if auto_r else (float(ridge),)
+    offset = float(u.min()) if shift_targets else 0.0
+    shift, sd = standardization(Q) if standardize else (None, None)
     centres = None
     if activation == "rbf":
         idx = rng.choice(Q.shape[0], size=min(n_hidden, Q.shape[0]), replace=False)
         centres = Q[idx]
         n_hidden = centres.shape[0]
-    net = RandomNetwork.random(dim, n_hidden, activation=activation, seed=rng,
-                               shift=shift, scale=scale, centres=centres,
-                               rbf_scale=rbf_scale)
-    offset = float(u.min()) if shift_targets else 0.0
+    basis_seed = rng.integers(2 ** 63)
+
+    def make(c):
+        scale = sd / c if (standardize and activation != "rbf") else sd
+        return RandomNetwork.random(dim, n_hidden, activation=activation, seed=basis_seed,
+                                    shift=shift, scale=scale, centres=centres,
+                                    rbf_scale=rbf_scale)
+
+    choice = (scales[0], ridges[0])
+    scores = {}
+    n_val = int(round(validation * Q.shape[0]))
+    if len(scales) * len(ridges) > 1 and n_val >= 2 and Q.shape[0] - n_val >= 2:
+        best = np.inf
+        for c in scales:
+            net = make(c)
+            H = net.features(Q)
+            Ht, Hv = H[:-n_val], H[-n_val:]
+            for r, (v, b) in zip(ridges, _ridge_path(Ht, u[:-n_val] - offset, ridges)):
+                err = float(np.sqrt(np.mean((Hv @ v + b + offset - u[-n_val:]) ** 2)))
+                scores[(c, r)] = err
+                if err < best:
+                    best, choice = err, (c, r)
+    net = make(choice[0])
     H = net.features(Q)
-    v, b = fit_output_weights(H, u - offset, ridge=ridge)
+    v, b = _ridge_path(H, u - offset, [choice[1]])[0]
     net.output_weights = v
     net.out_bias = b + offset
     resid = H @ v + b + offset - u
     net.info = {"train_rmse": float(np.sqrt(np.mean(resid ** 2))), "n_train": Q.shape[0],
-                "ridge": ridge}
+                "ridge": choice[1], "input_scale": choice[0],
+                "validation_rmse": {f"{c:g}/{r:g}": e for (c, r), e in scores.items()}}
     return net
