@@ -128,7 +128,9 @@ class ARNSHMC(RNSHMC):
                 H = _with_bias(net.features(Q))
                 lam = self.online_ridge
                 if lam is None:
-                    lam = net.info["ridge"] * float(np.mean(np.einsum("ij,ij->i", H, H)))
+                    # at least 1e-8 relative: the recursion starts from P = I / lam
+                    rel = max(net.info["ridge"], 1e-8)
+                    lam = rel * float(np.mean(np.einsum("ij,ij->i", H, H)))
                 trainer = _OnlineLayer(H, U - offset, lam, self.update_every, self.resync_every)
                 _set_weights(net, trainer.weights, offset)
                 nets[k] = net
