@@ -4,7 +4,6 @@ Real data are read from the shared data folder (``../shared/data`` beside
 the repository, or ``$FASTSURROGATE_DATA``); nothing is bundled.
 """
 import gzip
-import os
 from pathlib import Path
 
 import numpy as np
@@ -48,21 +47,14 @@ def simulate_probit(n=10000, d=5, seed=0):
 
 def find_data_dir(required=True):
     """The shared data folder: ``$FASTSURROGATE_DATA``, else a ``shared/data``
-    folder found walking up from the working directory or this package."""
-    env = os.environ.get("FASTSURROGATE_DATA")
-    if env:
-        p = Path(env).expanduser()
-        if p.is_dir():
-            return p
-    else:
-        for start in (Path.cwd(), Path(__file__).resolve().parent):
-            for d in (start, *start.parents):
-                if (d / "shared" / "data").is_dir():
-                    return d / "shared" / "data"
-    if required:
+    folder found walking up from the working directory or this package
+    (the search of :func:`fastsurrogate.models.posteriordb.find_data_dir`)."""
+    from .models.posteriordb import find_data_dir as _find
+    found = _find()
+    if found is None and required:
         raise FileNotFoundError(
             "the shared data folder was not found; set FASTSURROGATE_DATA to its path")
-    return None
+    return found
 
 
 def load_bank_marketing(data_dir=None):

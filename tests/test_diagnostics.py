@@ -17,7 +17,6 @@ without splitting), and ``ess_geyer`` is checked against the AR(1) truth
 """
 
 import math
-import time
 import warnings
 
 import numpy as np
@@ -468,19 +467,6 @@ def test_summary_to_pandas():
     assert isinstance(df, pd.DataFrame)
     assert list(df.index) == ["alpha", "beta"]
     assert list(df.columns) == list(dg.SummaryTable.columns)
-
-
-def test_summary_is_fast():
-    x = np.random.default_rng(0).standard_normal((4, 5000, 50))
-    dg.summary(x)                             # warm-up (FFT plans, imports)
-    best = min(_timed(dg.summary, x) for _ in range(3))
-    assert best < 1.0, f"summary on (4, 5000, 50) took {best:.2f} s"
-
-
-def _timed(func, *args):
-    start = time.perf_counter()
-    func(*args)
-    return time.perf_counter() - start
 
 
 # ----------------------------------------------------------------------------
