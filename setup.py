@@ -78,12 +78,13 @@ def ext(name, sources, rng=False):
 
 ALL_EXTENSIONS = [
     ext("_blas", ["fs_common.c"]),
-    ext("_potential", ["fs_common.c"]),
+    ext("_potential", ["fs_common.c", "fs_compose.c"]),
     ext("_hmc", ["fs_common.c", "fs_hmc.c"], rng=True),
     ext("_glm", ["fs_common.c", "fs_glm.c"]),
-    ext("_models", ["fs_common.c", "fs_models.c"]),
+    ext("_models", ["fs_common.c", "fs_models.c", "fs_garch.c", "fs_gpreg.c"]),
     ext("_network", ["fs_common.c", "fs_network.c"]),
     ext("_online", ["fs_common.c", "fs_greville.c", "fs_smw.c"]),
+    ext("_mlp", ["fs_common.c", "fs_mlp.c"]),
 ]
 # Development convenience: FASTSURROGATE_EXTENSIONS=_blas,_glm builds a subset.
 _only = os.environ.get("FASTSURROGATE_EXTENSIONS")

@@ -11,6 +11,7 @@ const char *fs_strerror(int status)
     case FS_EINVAL: return "invalid argument";
     case FS_ELAPACK: return "LAPACK error";
     case FS_EINTERRUPT: return "interrupted";
+    case FS_EUNDEFINED: return "not defined by this potential (a gradient-only surrogate has no value)";
     default: return "unknown error";
     }
 }

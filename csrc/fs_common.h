@@ -25,7 +25,9 @@ enum {
     FS_ECALLBACK = -4,    /* a user callback raised; the caller holds the error */
     FS_EINVAL = -5,       /* an argument is out of its documented range      */
     FS_ELAPACK = -6,      /* a LAPACK routine returned info != 0             */
-    FS_EINTERRUPT = -7    /* the caller asked the loop to stop               */
+    FS_EINTERRUPT = -7,   /* the caller asked the loop to stop               */
+    FS_EUNDEFINED = -8    /* the potential does not define the quantity asked
+                             for (the value of a gradient-only surrogate)   */
 };
 
 #if defined(__GNUC__) || defined(__clang__)

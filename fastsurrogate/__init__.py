@@ -13,7 +13,7 @@ loops (leapfrog, chain loop, surrogate and data-sum gradients) in C.
 import inspect
 import os as _os
 
-from ._potential import Potential, PotentialError
+from ._potential import Potential, PotentialError, WeightedSum, RecordingPotential
 from . import models, diagnostics, datasets
 from .result import Result
 from .samplers import HMC, RNSHMC, ARNSHMC, SAMPLERS
@@ -21,7 +21,7 @@ from . import surrogates
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["Potential", "PotentialError", "Result", "HMC", "RNSHMC", "ARNSHMC", "sample", "models", "surrogates",
+__all__ = ["Potential", "PotentialError", "WeightedSum", "RecordingPotential", "Result", "HMC", "RNSHMC", "ARNSHMC", "sample", "models", "surrogates",
            "diagnostics", "get_include"]
 
 

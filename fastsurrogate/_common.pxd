@@ -11,6 +11,7 @@ cdef extern from "fs_common.h" nogil:
         FS_EINVAL
         FS_ELAPACK
         FS_EINTERRUPT
+        FS_EUNDEFINED
         FS_POOL_SLOTS
 
     ctypedef struct fs_rng:

@@ -299,3 +299,235 @@ cdef class CallbackPotential(Potential):
         except BaseException as e:
             self._error = e
             return FS_ECALLBACK
+
+
+cdef extern from "fs_compose.h" nogil:
+    ctypedef struct fs_weighted_sum:
+        int dim
+        int n_terms
+    int fs_weighted_sum_init(fs_weighted_sum *st, int dim, int n_terms,
+                             const fs_potential *terms, const double *weights)
+    void fs_weighted_sum_free(fs_weighted_sum *st)
+    int fs_weighted_sum_eval(void *state, const double *q, double *value, double *grad)
+
+    ctypedef struct fs_recorder:
+        fs_potential inner
+        long capacity
+        long count
+        long seen
+        long every
+        int active
+        double *q_buf
+        double *g_buf
+        double *u_buf
+    int fs_recorder_eval(void *state, const double *q, double *value, double *grad)
+
+
+cdef class WeightedSum(Potential):
+    """U(q) = sum_k w_k U_k(q): a weighted sum of potentials, evaluated in C.
+
+    Parameters
+    ----------
+    potentials : sequence of Potential
+        The terms, all of the same dimension.
+    weights : array_like, shape (n_terms,), optional
+        Finite weights (default all ones).  They can be changed later through
+        :attr:`weights` (between sampler runs, not during one); a term whose
+        weight is exactly zero is not evaluated.
+
+    Used for the regularised VHMC surrogate ``mu z + (1 - mu) Laplace`` and
+    for a prior swap under a trained gradient network (``net + new prior -
+    old prior``).  Thread-safe when every term is.
+
+    Examples
+    --------
+    >>> import numpy as np, fastsurrogate as fs
+    >>> a = fs.models.StandardNormal(2)
+    >>> s = fs.WeightedSum([a, a], [0.25, 0.5])
+    >>> s.value(np.ones(2))
+    0.75
+    """
+
+    cdef fs_weighted_sum st
+    cdef bint _ready
+    cdef cnp.ndarray _terms_mem
+    cdef cnp.ndarray _weights
+    cdef readonly tuple potentials
+
+    def __cinit__(self, *args, **kwargs):
+        self._ready = False
+
+    def __dealloc__(self):
+        if self._ready:
+            fs_weighted_sum_free(&self.st)
+
+    def __init__(self, potentials, weights=None):
+        if self._ready:
+            raise TypeError("WeightedSum is already initialised")
+        terms = tuple(potentials)
+        if len(terms) == 0:
+            raise ValueError("potentials must contain at least one Potential")
+        for t in terms:
+            if not isinstance(t, Potential):
+                raise TypeError(f"every term must be a Potential, got {type(t).__name__}")
+            if (<Potential>t).pot.eval == NULL:
+                raise TypeError(f"{type(t).__name__} is not initialised")
+        dim = (<Potential>terms[0]).pot.dim
+        for t in terms:
+            if (<Potential>t).pot.dim != dim:
+                raise ValueError(f"all terms must have the same dim; got {[p.dim for p in terms]}")
+        n = len(terms)
+        w = np.ones(n) if weights is None else np.array(weights, dtype=np.float64).ravel()
+        if w.shape != (n,):
+            raise ValueError(f"weights must have shape ({n},), got {np.shape(weights)}")
+        if not np.all(np.isfinite(w)):
+            raise ValueError("weights must be finite")
+        self._weights = w
+        self._terms_mem = np.zeros(n * sizeof(fs_potential), dtype=np.uint8)
+        cdef fs_potential *tp = <fs_potential *>cnp.PyArray_DATA(self._terms_mem)
+        cdef int k
+        for k in range(n):
+            tp[k] = (<Potential>terms[k]).pot
+        status = fs_weighted_sum_init(&self.st, dim, n, tp,
+                                      <const double *>cnp.PyArray_DATA(self._weights))
+        if status != FS_OK:
+            raise_for_status(status, "WeightedSum")
+        self._ready = True
+        self.potentials = terms
+        self._keep = terms
+        self.pot.dim = dim
+        self.pot.state = &self.st
+        self.pot.eval = fs_weighted_sum_eval
+        self.thread_safe = all((<Potential>t).thread_safe for t in terms)
+
+    @property
+    def param_names(self):
+        return self.potentials[0].param_names
+
+    def constrain(self, q):
+        return self.potentials[0].constrain(q)
+
+    @property
+    def weights(self):
+        """The weights, shape (n_terms,) (a copy; assign to change them)."""
+        return self._weights.copy()
+
+    @weights.setter
+    def weights(self, value):
+        w = np.array(value, dtype=np.float64).ravel()
+        if w.shape != (self._weights.shape[0],):
+            raise ValueError(f"weights must have shape ({self._weights.shape[0]},), "
+                             f"got {np.shape(value)}")
+        if not np.all(np.isfinite(w)):
+            raise ValueError("weights must be finite")
+        self._weights[:] = w
+
+    def __reduce__(self):
+        return (WeightedSum, (self.potentials, self.weights))
+
+    def __repr__(self):
+        return (f"<WeightedSum dim={self.pot.dim} terms="
+                f"{[type(t).__name__ for t in self.potentials]} weights={self.weights.tolist()}>")
+
+
+cdef class RecordingPotential(Potential):
+    """A potential that stores every (q, grad U(q)) it evaluates.
+
+    Drive a chain with it and it collects one training point per leapfrog
+    step (the NNgHMC training set); U(q) is stored too when it was computed
+    (NaN otherwise).  Points with a non-finite value or gradient are not
+    stored.  Not thread-safe: use one recorder per chain.
+
+    Parameters
+    ----------
+    potential : Potential
+        The potential evaluated (its values and gradients pass through).
+    capacity : int
+        Maximum number of points stored; later points are counted in
+        :attr:`n_seen` but not stored.
+    every : int
+        Store one gradient evaluation in ``every`` (thinning), default 1.
+    """
+
+    cdef fs_recorder st
+    cdef readonly Potential potential
+    cdef cnp.ndarray _q
+    cdef cnp.ndarray _g
+    cdef cnp.ndarray _u
+
+    def __init__(self, Potential potential not None, capacity, every=1):
+        if potential.pot.eval == NULL:
+            raise TypeError(f"{type(potential).__name__} is not initialised")
+        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
+            raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
+        if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+            raise ValueError(f"every must be a positive integer, got {every!r}")
+        d = potential.pot.dim
+        self.potential = potential
+        self._q = np.empty((capacity, d))
+        self._g = np.empty((capacity, d))
+        self._u = np.empty(capacity)
+        self.st.inner = potential.pot
+        self.st.capacity = capacity
+        self.st.count = 0
+        self.st.seen = 0
+        self.st.every = every
+        self.st.active = 1
+        self.st.q_buf = <double *>cnp.PyArray_DATA(self._q)
+        self.st.g_buf = <double *>cnp.PyArray_DATA(self._g)
+        self.st.u_buf = <double *>cnp.PyArray_DATA(self._u)
+        self._keep = potential
+        self.pot.dim = d
+        self.pot.state = &self.st
+        self.pot.eval = fs_recorder_eval
+        self.thread_safe = False
+
+    @property
+    def param_names(self):
+        return self.potential.param_names
+
+    def constrain(self, q):
+        return self.potential.constrain(q)
+
+    @property
+    def n_stored(self):
+        """Points stored so far."""
+        return self.st.count
+
+    @property
+    def n_seen(self):
+        """Finite gradient evaluations made while active (stored or not)."""
+        return self.st.seen
+
+    @property
+    def capacity(self):
+        return self.st.capacity
+
+    @property
+    def active(self):
+        """Whether evaluations are recorded (set False to pass through)."""
+        return bool(self.st.active)
+
+    @active.setter
+    def active(self, bint value):
+        self.st.active = value
+
+    def points(self, start=0):
+        """Copies of the stored points from row ``start``: ``(Q, G, U)``.
+
+        Shapes ``(n, dim)``, ``(n, dim)``, ``(n,)``.
+        """
+        n = self.st.count
+        start = int(start)
+        if start < 0 or start > n:
+            raise ValueError(f"start must be in [0, {n}], got {start}")
+        return self._q[start:n].copy(), self._g[start:n].copy(), self._u[start:n].copy()
+
+    def clear(self):
+        """Forget the stored points (and reset :attr:`n_seen`)."""
+        self.st.count = 0
+        self.st.seen = 0
+
+    def __repr__(self):
+        return (f"<RecordingPotential dim={self.pot.dim} stored={self.st.count}/"
+                f"{self.st.capacity} of {type(self.potential).__name__}>")

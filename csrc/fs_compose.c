@@ -1,0 +1,82 @@
+/* fs_compose.c: weighted sums of potentials and the recording potential. */
+#include <math.h>
+#include <string.h>
+#include "fs_compose.h"
+
+int fs_weighted_sum_init(fs_weighted_sum *st, int dim, int n_terms,
+                         const fs_potential *terms, const double *weights)
+{
+    int k;
+    st->pool.mem = NULL;
+    if (dim < 1 || n_terms < 1 || terms == NULL || weights == NULL) return FS_EINVAL;
+    for (k = 0; k < n_terms; k++)
+        if (terms[k].dim != dim || terms[k].eval == NULL) return FS_EINVAL;
+    st->dim = dim;
+    st->n_terms = n_terms;
+    st->terms = terms;
+    st->weights = weights;
+    return fs_pool_init(&st->pool, (size_t)dim);
+}
+
+void fs_weighted_sum_free(fs_weighted_sum *st)
+{
+    fs_pool_free(&st->pool);
+}
+
+int fs_weighted_sum_eval(void *state, const double *q, double *value, double *grad)
+{
+    const fs_weighted_sum *st = (const fs_weighted_sum *)state;
+    const int d = st->dim;
+    double total = 0.0, uk, w;
+    double *gk = NULL;
+    int k, j, status = FS_OK, first = 1;
+
+    if (grad != NULL) {
+        gk = fs_pool_take((fs_pool *)&st->pool);
+        if (gk == NULL) return FS_ENOMEM;
+        memset(grad, 0, sizeof(double) * (size_t)d);
+    }
+    for (k = 0; k < st->n_terms; k++) {
+        w = st->weights[k];
+        if (w == 0.0) continue;
+        uk = 0.0;
+        /* The first term with a gradient writes straight into grad when its
+         * weight is one (the common case of a likelihood plus corrections). */
+        if (grad != NULL && first && w == 1.0) {
+            status = st->terms[k].eval(st->terms[k].state, q, value ? &uk : NULL, grad);
+            first = 0;
+        } else {
+            status = st->terms[k].eval(st->terms[k].state, q, value ? &uk : NULL, gk);
+            if (status == FS_OK && grad != NULL) {
+                for (j = 0; j < d; j++) grad[j] += w * gk[j];
+                first = 0;
+            }
+        }
+        if (status != FS_OK) break;
+        total += w * uk;
+    }
+    if (gk != NULL) fs_pool_give((fs_pool *)&st->pool, gk);
+    if (status == FS_OK && value != NULL) *value = total;
+    return status;
+}
+
+int fs_recorder_eval(void *state, const double *q, double *value, double *grad)
+{
+    fs_recorder *st = (fs_recorder *)state;
+    const int d = st->inner.dim;
+    double u = NAN;
+    int j, finite, status;
+
+    status = st->inner.eval(st->inner.state, q, (value != NULL) ? &u : NULL, grad);
+    if (value != NULL) *value = u;
+    if (status != FS_OK || grad == NULL || !st->active) return status;
+    finite = (value == NULL) || fs_isfinite(u);
+    for (j = 0; j < d && finite; j++) finite = fs_isfinite(grad[j]);
+    if (!finite) return status;
+    if (st->seen++ % st->every != 0 || st->count >= st->capacity) return status;
+    memcpy(st->q_buf + (size_t)st->count * (size_t)d, q, sizeof(double) * (size_t)d);
+    memcpy(st->g_buf + (size_t)st->count * (size_t)d, grad, sizeof(double) * (size_t)d);
+    st->u_buf[st->count] = u;
+    st->count++;
+    return status;
+}

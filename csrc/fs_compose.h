@@ -1,0 +1,61 @@
+/* fs_compose.h: potentials built from other potentials.
+ *
+ * fs_weighted_sum: U(q) = sum_k w_k U_k(q).  Used for the regularised
+ *   surrogate of VHMC (mu z(q) + (1 - mu) Laplace quadratic), for swapping the
+ *   prior under a trained gradient network (net + new prior - old prior), and
+ *   by users who combine a likelihood and a prior.  A term whose weight is
+ *   exactly zero is not evaluated at all.  Thread-safe when every term is.
+ *
+ * fs_recorder: evaluates an inner potential and stores every (q, grad U(q))
+ *   it is asked for (and U(q) when that was computed too), up to a capacity.
+ *   Driving a chain's leapfrog with a recorder collects the training set of
+ *   NNgHMC: one point per leapfrog step.  NOT thread-safe (one per chain).
+ *
+ * Plain C99, no Python.h.
+ */
+#ifndef FS_COMPOSE_H
+#define FS_COMPOSE_H
+
+#include "fs_common.h"
+#include "fs_potential.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fs_weighted_sum {
+    int dim;
+    int n_terms;
+    const fs_potential *terms;   /* n_terms potentials, each of dimension dim */
+    const double *weights;       /* n_terms weights; read at every eval       */
+    fs_pool pool;                /* dim doubles per slot: a term's gradient  */
+} fs_weighted_sum;
+
+/* Sets up the scratch pool; terms and weights are borrowed.  FS_EINVAL if
+ * n_terms < 1, dim < 1 or a term's dimension differs from dim. */
+int fs_weighted_sum_init(fs_weighted_sum *st, int dim, int n_terms,
+                         const fs_potential *terms, const double *weights);
+void fs_weighted_sum_free(fs_weighted_sum *st);
+int fs_weighted_sum_eval(void *state, const double *q, double *value, double *grad);
+
+typedef struct fs_recorder {
+    fs_potential inner;
+    long capacity;     /* rows of the buffers                                  */
+    long count;        /* rows stored                                          */
+    long seen;         /* gradient evaluations made (stored or not)            */
+    long every;        /* store one gradient evaluation in `every` (>= 1)      */
+    int active;        /* 0: pass through without storing                      */
+    double *q_buf;     /* capacity * dim                                       */
+    double *g_buf;     /* capacity * dim                                       */
+    double *u_buf;     /* capacity: U at the point, NaN when it was not asked   */
+} fs_recorder;
+
+/* Evaluates the inner potential; when a gradient was asked for, the result
+ * is finite and the recorder is active, the point is counted in `seen` and
+ * every `every`-th one is stored while count < capacity. */
+int fs_recorder_eval(void *state, const double *q, double *value, double *grad);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FS_COMPOSE_H */

@@ -1,0 +1,138 @@
+"""WeightedSum and RecordingPotential (csrc/fs_compose.c)."""
+import pickle
+
+import numpy as np
+import pytest
+
+import fastsurrogate as fs
+from fastsurrogate import models
+from fastsurrogate._network import RandomNetwork
+
+
+def _gauss(rng, d):
+    A = rng.standard_normal((d, d))
+    return models.Gaussian(rng.standard_normal(d), A @ A.T + d * np.eye(d))
+
+
+def test_weighted_sum_matches_numpy():
+    rng = np.random.default_rng(0)
+    d = 5
+    terms = [_gauss(rng, d), models.StandardNormal(d), _gauss(rng, d)]
+    w = np.array([0.3, -1.25, 2.0])
+    s = fs.WeightedSum(terms, w)
+    for _ in range(5):
+        q = rng.standard_normal(d)
+        u, g = s.value_and_grad(q)
+        u_ref = sum(wk * t.value(q) for wk, t in zip(w, terms))
+        g_ref = sum(wk * t.grad(q) for wk, t in zip(w, terms))
+        assert u == pytest.approx(u_ref, rel=1e-13)
+        np.testing.assert_allclose(g, g_ref, rtol=1e-12, atol=1e-12)
+        assert s.value(q) == pytest.approx(u_ref, rel=1e-13)
+        np.testing.assert_allclose(s.grad(q), g_ref, rtol=1e-12, atol=1e-12)
+
+
+def test_weighted_sum_finite_differences():
+    rng = np.random.default_rng(1)
+    d = 4
+    s = fs.WeightedSum([_gauss(rng, d), models.Banana(n=10) if d == 2 else _gauss(rng, d)],
+                       [0.7, 0.4])
+    q = rng.standard_normal(d)
+    h = 1e-5
+    fd = np.array([(s.value(q + h * e) - s.value(q - h * e)) / (2 * h) for e in np.eye(d)])
+    np.testing.assert_allclose(s.grad(q), fd, rtol=1e-7, atol=1e-8)
+
+
+def test_weighted_sum_zero_weight_skips_term():
+    calls = []
+
+    def f(q):
+        calls.append(1)
+        return 0.5 * q @ q, q
+
+    cb = fs.Potential.from_callable(f, 3)
+    s = fs.WeightedSum([models.StandardNormal(3), cb], [1.0, 0.0])
+    s.value_and_grad(np.ones(3))
+    assert calls == []
+    s.weights = [1.0, 2.0]
+    u, g = s.value_and_grad(np.ones(3))
+    assert calls == [1]
+    assert u == pytest.approx(1.5 + 3.0)
+    np.testing.assert_allclose(g, 3 * np.ones(3))
+
+
+def test_weighted_sum_errors_and_pickle():
+    with pytest.raises(ValueError):
+        fs.WeightedSum([])
+    with pytest.raises(TypeError):
+        fs.WeightedSum([1.0])
+    with pytest.raises(ValueError):
+        fs.WeightedSum([models.StandardNormal(2), models.StandardNormal(3)])
+    with pytest.raises(ValueError):
+        fs.WeightedSum([models.StandardNormal(2)], [np.nan])
+    s = fs.WeightedSum([models.StandardNormal(2)], [2.0])
+    with pytest.raises(ValueError):
+        s.weights = [1.0, 2.0]
+    assert s.thread_safe
+    net = RandomNetwork.random(2, 7, seed=0)
+    s = fs.WeightedSum([net, net], [2.0, -0.5])
+    t = pickle.loads(pickle.dumps(s))
+    q = np.array([0.3, -0.2])
+    assert t.value(q) == pytest.approx(1.5 * net.value(q), rel=1e-14)
+
+
+def test_weighted_sum_propagates_callback_error():
+    def bad(q):
+        raise KeyError("boom")
+
+    s = fs.WeightedSum([models.StandardNormal(2), fs.Potential.from_callable(bad, 2)])
+    with pytest.raises(Exception):
+        s.value(np.zeros(2))
+
+
+def test_recorder_stores_every_gradient_evaluation():
+    rng = np.random.default_rng(2)
+    g = _gauss(rng, 3)
+    rec = fs.RecordingPotential(g, capacity=4)
+    qs = rng.standard_normal((6, 3))
+    rec.value(qs[0])                       # value only: not stored
+    for q in qs[1:]:
+        rec.grad(q)
+    Q, G, U = rec.points()
+    assert rec.n_seen == 5 and rec.n_stored == 4
+    np.testing.assert_array_equal(Q, qs[1:5])
+    np.testing.assert_allclose(G, np.array([g.grad(q) for q in qs[1:5]]), rtol=1e-14)
+    assert np.all(np.isnan(U))
+    rec.clear()
+    u, gr = rec.value_and_grad(qs[0])
+    Q, G, U = rec.points()
+    assert U[0] == pytest.approx(u) and np.allclose(G[0], gr)
+    rec.active = False
+    rec.grad(qs[1])
+    assert rec.n_stored == 1
+
+
+def test_recorder_thinning_and_nonfinite():
+    def f(q):
+        return (np.nan, q) if q[0] > 10 else (0.5 * q @ q, q)
+
+    rec = fs.RecordingPotential(fs.Potential.from_callable(f, 2), capacity=10, every=2)
+    for i in range(5):
+        rec.value_and_grad(np.array([float(i), 0.0]))
+    rec.value_and_grad(np.array([20.0, 0.0]))       # non-finite: skipped
+    Q, _, _ = rec.points()
+    np.testing.assert_array_equal(Q[:, 0], [0.0, 2.0, 4.0])
+    with pytest.raises(ValueError):
+        fs.RecordingPotential(models.StandardNormal(2), capacity=0)
+
+
+def test_recorder_collects_one_point_per_leapfrog_step():
+    d = 3
+    target = models.StandardNormal(d)
+    rec = fs.RecordingPotential(target, capacity=10_000)
+    res = fs.HMC(rec, step_size=0.3, n_steps=5, random_n_steps=False, adapt=False).sample(
+        n_draws=50, n_warmup=0, chains=1, seed=3, progress=False)
+    # gradients at the initial point, then L per iteration
+    assert 5 * 50 < rec.n_stored <= 5 * 50 + 2   # + the initial point(s)
+    Q, G, _ = rec.points()
+    np.testing.assert_allclose(G, Q, rtol=1e-15)
+    assert res.draws.shape == (1, 50, d)
