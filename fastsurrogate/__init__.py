@@ -16,12 +16,12 @@ import os as _os
 from ._potential import Potential, PotentialError, WeightedSum, RecordingPotential
 from . import models, diagnostics, datasets
 from .result import Result
-from .samplers import HMC, RNSHMC, ARNSHMC, SAMPLERS
+from .samplers import HMC, RNSHMC, ARNSHMC, NNGHMC, SAMPLERS
 from . import surrogates
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["Potential", "PotentialError", "WeightedSum", "RecordingPotential", "Result", "HMC", "RNSHMC", "ARNSHMC", "sample", "models", "surrogates",
+__all__ = ["Potential", "PotentialError", "WeightedSum", "RecordingPotential", "Result", "HMC", "RNSHMC", "ARNSHMC", "NNGHMC", "sample", "models", "surrogates",
            "diagnostics", "get_include"]
 
 

@@ -2,7 +2,8 @@
 from .hmc import HMC
 from .rns_hmc import RNSHMC
 from .arns_hmc import ARNSHMC
+from .nnghmc import NNGHMC
 
-SAMPLERS = {"hmc": HMC, "rns-hmc": RNSHMC, "arns-hmc": ARNSHMC}
+SAMPLERS = {"hmc": HMC, "rns-hmc": RNSHMC, "arns-hmc": ARNSHMC, "nnghmc": NNGHMC}
 
-__all__ = ["HMC", "RNSHMC", "ARNSHMC", "SAMPLERS"]
+__all__ = ["HMC", "RNSHMC", "ARNSHMC", "NNGHMC", "SAMPLERS"]

@@ -2,6 +2,7 @@
 from .._network import RandomNetwork
 from .random_network import train_random_network, fit_output_weights
 from .gp import fit_gp, fit_fitc, gp_potential, GPSurrogate
+from .prior_swap import swap_prior
 
 __all__ = ["RandomNetwork", "train_random_network", "fit_output_weights", "fit_gp",
-           "fit_fitc", "gp_potential", "GPSurrogate"]
+           "fit_fitc", "gp_potential", "GPSurrogate", "swap_prior"]
