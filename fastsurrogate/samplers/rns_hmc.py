@@ -64,8 +64,11 @@ class RNSHMC(HMC):
     ridge : float or "auto"
         Relative ridge parameter of the output least squares ("auto": chosen
         on held-out exploration states).
-    standardize : bool
-        Standardise the network's inputs by the training set.
+    standardize : bool or "whiten"
+        Standardise the network's inputs by the training set's mean and sd
+        (True), or whiten them by its mean and covariance ("whiten": for
+        ill-conditioned, correlated posteriors; see
+        :func:`fastsurrogate.surrogates.train_random_network`).
     input_scale : float or "auto"
         Spread of the standardised inputs seen by the nodes ("auto": chosen
         with the ridge on held-out exploration states; see
@@ -115,7 +118,9 @@ class RNSHMC(HMC):
             raise ValueError(f"activation must be softplus, sigmoid, tanh or rbf; got {activation!r}")
         self.activation = activation
         self.ridge = _auto_or_number("ridge", ridge, minimum=0.0)
-        self.standardize = bool(standardize)
+        if standardize not in (True, False, "whiten"):
+            raise ValueError(f'standardize must be True, False or "whiten", got {standardize!r}')
+        self.standardize = standardize
         self.input_scale = _auto_or_number("input_scale", input_scale, minimum=None)
         if training not in ("states", "accepted"):
             raise ValueError(f"training must be 'states' or 'accepted', got {training!r}")

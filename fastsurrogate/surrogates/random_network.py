@@ -13,7 +13,7 @@ import scipy.linalg as sla
 
 from .._network import RandomNetwork
 
-__all__ = ["fit_output_weights", "train_random_network", "standardization"]
+__all__ = ["fit_output_weights", "train_random_network", "standardization", "whitening"]
 
 
 def standardization(Q):
@@ -22,6 +22,25 @@ def standardization(Q):
     scale = Q.std(axis=0)
     scale[~(scale > 0)] = 1.0
     return shift, scale
+
+
+def whitening(Q):
+    """Whitening of training inputs: (shift, T) with x = T (q - shift) of unit
+    sample covariance.  T = L^{-1} for the Cholesky factor L of the sample
+    covariance, computed by a triangular solve (no explicit inverse).
+    Returns T = None when the covariance is not numerically positive definite
+    (fewer points than dimensions, or a flat direction)."""
+    shift = Q.mean(axis=0)
+    S = np.cov(Q, rowvar=False).reshape(Q.shape[1], Q.shape[1])
+    try:
+        L = np.linalg.cholesky(S)
+    except np.linalg.LinAlgError:
+        return shift, None
+    d = np.diag(L)
+    if not np.all(d > 1e-8 * d.max()):
+        return shift, None
+    T = sla.solve_triangular(L, np.eye(Q.shape[1]), lower=True, check_finite=False)
+    return shift, T
 
 
 def _ridge_path(H, y, ridges):
@@ -112,8 +131,15 @@ def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge="auto
     ridge : float or "auto"
         Relative ridge parameter of the output least squares.  "auto" picks
         it from (1e-12, 1e-10, 1e-8) by the error on held-out points.
-    standardize : bool
-        Standardise inputs by the training set's mean and sd.
+    standardize : bool or "whiten"
+        True: standardise inputs by the training set's mean and sd (each
+        coordinate on its own).  "whiten": by its mean and covariance (x =
+        L^{-1} (q - mean), L L^T the sample covariance; folded into the
+        hidden weights, so evaluation costs the same).  Whitening helps
+        ill-conditioned posteriors with correlated parameters, where the
+        gradient along the narrow directions is what the leapfrog needs
+        most; it needs more training points than dimensions and falls back
+        to True otherwise.
     input_scale : float or "auto"
         Additive nodes see x = input_scale * (q - mean) / sd.  "auto" (the
         default) picks it from (0.05, 0.2, 0.5, 1) together with the ridge, by
@@ -160,6 +186,14 @@ def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge="auto
         raise ValueError(f"input_scale must be positive, got {input_scale!r}")
     if not auto_r and not (ridge >= 0 and np.isfinite(ridge)):
         raise ValueError(f"ridge must be >= 0, got {ridge!r}")
+    if standardize not in (True, False, "whiten"):
+        raise ValueError(f'standardize must be True, False or "whiten", got {standardize!r}')
+    whiten = None
+    if standardize == "whiten":
+        if activation == "rbf":
+            raise ValueError('standardize="whiten" applies to additive nodes only')
+        w_shift, whiten = whitening(Q)
+        standardize = True
     if not standardize or activation == "rbf":
         auto_c, input_scale = False, 1.0
     scales = INPUT_SCALES if auto_c else (float(input_scale),)
@@ -174,6 +208,12 @@ def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge="auto
     basis_seed = rng.integers(2 ** 63)
 
     def make(c):
+        if whiten is not None:
+            # units see c T (q - m): fold it into the weights, w_i <- c T^T w_i
+            base = RandomNetwork.random(dim, n_hidden, activation=activation, seed=basis_seed)
+            W = c * (base.W @ whiten)
+            return RandomNetwork(W, base.bias - W @ w_shift, np.zeros(n_hidden), 0.0,
+                                 activation)
         scale = sd / c if (standardize and activation != "rbf") else sd
         return RandomNetwork.random(dim, n_hidden, activation=activation, seed=basis_seed,
                                     shift=shift, scale=scale, centres=centres,
@@ -201,5 +241,7 @@ def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge="auto
     resid = H @ v + b + offset - u
     net.info = {"train_rmse": float(np.sqrt(np.mean(resid ** 2))), "n_train": Q.shape[0],
                 "ridge": choice[1], "input_scale": choice[0],
+                "inputs": "whitened" if whiten is not None else
+                          ("standardised" if standardize else "raw"),
                 "validation_rmse": {f"{c:g}/{r:g}": e for (c, r), e in scores.items()}}
     return net
