@@ -94,6 +94,8 @@ typedef void (*fs_dpotrf_fn)(const char *uplo, const int *n, double *a,
 typedef void (*fs_dpotrs_fn)(const char *uplo, const int *n, const int *nrhs,
                              const double *a, const int *lda, double *b,
                              const int *ldb, int *info);
+typedef void (*fs_dpotri_fn)(const char *uplo, const int *n, double *a,
+                             const int *lda, int *info);
 typedef void (*fs_dsyev_fn)(const char *jobz, const char *uplo, const int *n,
                             double *a, const int *lda, double *w, double *work,
                             const int *lwork, int *info);
@@ -116,6 +118,7 @@ typedef struct fs_blas {
     fs_dpotrs_fn dpotrs;
     fs_dsyev_fn dsyev;
     fs_dgelsd_fn dgelsd;
+    fs_dpotri_fn dpotri;    /* appended: members above keep their offsets */
 } fs_blas;
 
 /* ---- scratch pool ------------------------------------------------------ */

@@ -9,7 +9,7 @@ cimport scipy.linalg.cython_lapack as cl
 from fastsurrogate._common cimport (fs_blas, fs_ddot_fn, fs_daxpy_fn, fs_dgemv_fn, fs_dger_fn,
                                     fs_dgemm_fn, fs_dsyrk_fn, fs_dsymv_fn, fs_dtrsv_fn,
                                     fs_dtrsm_fn, fs_dpotrf_fn, fs_dpotrs_fn, fs_dsyev_fn,
-                                    fs_dgelsd_fn)
+                                    fs_dgelsd_fn, fs_dpotri_fn)
 
 cdef fs_blas _TABLE
 _TABLE.ddot = <fs_ddot_fn>cb.ddot
@@ -25,6 +25,7 @@ _TABLE.dpotrf = <fs_dpotrf_fn>cl.dpotrf
 _TABLE.dpotrs = <fs_dpotrs_fn>cl.dpotrs
 _TABLE.dsyev = <fs_dsyev_fn>cl.dsyev
 _TABLE.dgelsd = <fs_dgelsd_fn>cl.dgelsd
+_TABLE.dpotri = <fs_dpotri_fn>cl.dpotri
 
 
 cdef const fs_blas *blas_table() noexcept nogil:

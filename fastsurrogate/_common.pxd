@@ -42,6 +42,7 @@ cdef extern from "fs_common.h" nogil:
     ctypedef void *fs_dpotrs_fn
     ctypedef void *fs_dsyev_fn
     ctypedef void *fs_dgelsd_fn
+    ctypedef void *fs_dpotri_fn
     ctypedef struct fs_blas:
         fs_ddot_fn ddot
         fs_daxpy_fn daxpy
@@ -56,6 +57,7 @@ cdef extern from "fs_common.h" nogil:
         fs_dpotrs_fn dpotrs
         fs_dsyev_fn dsyev
         fs_dgelsd_fn dgelsd
+        fs_dpotri_fn dpotri
 
     const char *fs_strerror(int status)
     bint fs_isfinite(double x)

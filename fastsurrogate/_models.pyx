@@ -1,10 +1,18 @@
-"""Analytic potentials: Gaussians and the banana-shaped target."""
+"""Compiled model potentials: Gaussians, the banana-shaped target, the
+beta-binomial overdispersion model, GARCH(m, r) and Gaussian-process
+regression hyper-parameters."""
+
+import math
+import numbers
 
 import numpy as np
 cimport numpy as cnp
+from libc.stdint cimport int64_t
 
 from fastsurrogate._potential cimport Potential
-from fastsurrogate._common cimport fs_potential
+from fastsurrogate._potential import raise_for_status
+from fastsurrogate._common cimport fs_potential, fs_pool, fs_blas, FS_OK
+from fastsurrogate._blas cimport blas_table
 
 cnp.import_array()
 
@@ -18,6 +26,32 @@ cdef extern from "fs_models.h" nogil:
         double n, sum_y, sum_y2, sigma_y, sigma_q
     int fs_gaussian_eval(void *state, const double *q, double *value, double *grad)
     int fs_banana_eval(void *state, const double *q, double *value, double *grad)
+    ctypedef struct fs_betabinom:
+        int J
+        const int64_t *y
+        const int64_t *n
+    int fs_betabinom_eval(void *state, const double *q, double *value, double *grad)
+    double fs_digamma(double x)
+    double fs_log_rising(double x, int64_t c)
+    double fs_digamma_diff(double x, int64_t c)
+
+cdef extern from "fs_garch.h" nogil:
+    ctypedef struct fs_garch:
+        int T, m, r
+        double h0
+    int fs_garch_init(fs_garch *g, const double *y, int T, int m, int r, double h0,
+                      double prior_mean, double prior_sd)
+    void fs_garch_free(fs_garch *g)
+    int fs_garch_eval(void *state, const double *q, double *value, double *grad)
+
+cdef extern from "fs_gpreg.h" nogil:
+    ctypedef struct fs_gpreg:
+        int n, d, dim
+    int fs_gpreg_init(fs_gpreg *s, const fs_blas *blas, const double *X, const double *y,
+                      int n, int d, int sample_sf2, double signal_variance,
+                      const double *prior_mean, const double *prior_sd)
+    void fs_gpreg_free(fs_gpreg *s)
+    int fs_gpreg_eval(void *state, const double *q, double *value, double *grad)
 
 
 def _finite(name, a):
@@ -144,3 +178,475 @@ cdef class Banana(Potential):
         self.pot.state = &self.st
         self.pot.eval = fs_banana_eval
         self.thread_safe = True
+
+
+# ---- validation helpers ------------------------------------------------------
+
+def _real_array(obj, name):
+    """obj as a float64 ndarray; TypeError for non-numeric or complex input."""
+    if np.iscomplexobj(obj):
+        raise TypeError(f"{name} must be real numbers, got a complex array")
+    try:
+        return np.asarray(obj, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{name} must be an array of real numbers ({e})") from None
+
+
+def _real_scalar(obj, name, positive=False):
+    if isinstance(obj, (bool, np.bool_)) or not isinstance(obj, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {obj!r}")
+    x = float(obj)
+    if not math.isfinite(x) or (positive and not x > 0.0):
+        raise ValueError(f"{name} must be {'positive and ' if positive else ''}finite, got {obj!r}")
+    return x
+
+
+def _order(obj, name, minimum):
+    if isinstance(obj, (bool, np.bool_)) or not isinstance(obj, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {obj!r}")
+    if obj < minimum or obj > 10000:
+        raise ValueError(f"{name} must be in [{minimum}, 10000], got {obj}")
+    return int(obj)
+
+
+def _per_param(value, d, name, positive):
+    arr = _real_array(value, name)
+    if arr.ndim == 0:
+        arr = np.full(d, float(arr))
+    if arr.shape != (d,):
+        raise ValueError(f"{name} must be a scalar or have shape ({d},), got shape {arr.shape}")
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    bad = ~np.isfinite(arr) | ((arr <= 0.0) if positive else False)
+    if bad.any():
+        j = int(np.argmax(bad))
+        raise ValueError(f"{name} must be {'positive and ' if positive else ''}finite; "
+                         f"{name}[{j}] = {arr[j]}")
+    return arr
+
+
+def _counts(obj, name):
+    arr = _real_array(obj, name)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
+    bad = ~np.isfinite(arr) | (arr < 0) | (arr != np.floor(arr)) | (arr > 2.0 ** 53)
+    if bad.any():
+        j = int(np.argmax(bad))
+        raise ValueError(f"{name} must hold non-negative integer counts; {name}[{j}] = {arr[j]}")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def _q_batch(q, d):
+    q = np.asarray(q, dtype=np.float64)
+    if q.ndim < 1 or q.shape[q.ndim - 1] != d:
+        raise ValueError(f"q must have shape (..., {d}), got {q.shape}")
+    return q
+
+
+def _expit(x):
+    with np.errstate(over="ignore"):
+        return np.where(x >= 0, 1.0 / (1.0 + np.exp(-np.abs(x))),
+                        np.exp(-np.abs(x)) / (1.0 + np.exp(-np.abs(x))))
+
+
+# ---- beta-binomial -----------------------------------------------------------
+
+cdef class BetaBinomial(Potential):
+    """Beta-binomial overdispersion model (VHMC paper, section 4.1).
+
+    y_j ~ BetaBinomial(n_j, K m, K (1 - m)) for j = 1..J, with Albert's prior
+    p(m, K) proportional to 1 / (m (1 - m)) * 1 / (1 + K)^2 (Bayesian Computation
+    with R, cancer mortality example), sampled as q = (logit m, log K):
+
+        U(q) = -sum_j [log B(K m + y_j, K (1-m) + n_j - y_j) - log B(K m, K (1-m))]
+               - log K + 2 log(1 + K)
+
+    (the Jacobian m (1 - m) K is included; it cancels the 1/(m(1-m)) factor).
+    The binomial coefficients sum_j log C(n_j, y_j) are left out: the prior
+    is improper, so U is defined up to a constant anyway.  m is the mean
+    success probability, K the precision (small K = strong overdispersion).
+
+    Parameters
+    ----------
+    y : array_like of int, shape (J,)
+        Successes (deaths), 0 <= y_j <= n_j.
+    n : array_like of int, shape (J,)
+        Trials (population at risk).
+
+    Examples
+    --------
+    >>> import numpy as np, fastsurrogate as fs
+    >>> model = fs.models.BetaBinomial([0, 2, 1], [1083, 3461, 1208])
+    >>> U, g = model.value_and_grad(np.array([-7.0, 6.0]))
+    """
+
+    cdef fs_betabinom st
+    cdef readonly cnp.ndarray y
+    cdef readonly cnp.ndarray n
+
+    def __init__(self, y, n):
+        ya = _counts(y, "y")
+        na = _counts(n, "n")
+        if ya.shape != na.shape:
+            raise ValueError(f"y and n must have the same shape, got {ya.shape} and {na.shape}")
+        if ya.shape[0] < 1:
+            raise ValueError("need at least one group (y and n are empty)")
+        if ya.shape[0] > 2147483647:
+            raise ValueError("too many groups")
+        over = ya > na
+        if over.any():
+            j = int(np.argmax(over))
+            raise ValueError(f"y must not exceed n; y[{j}] = {ya[j]} > n[{j}] = {na[j]}")
+        ya.flags.writeable = False
+        na.flags.writeable = False
+        self.y = ya
+        self.n = na
+        self.st.J = <int>ya.shape[0]
+        self.st.y = <const int64_t *>cnp.PyArray_DATA(ya)
+        self.st.n = <const int64_t *>cnp.PyArray_DATA(na)
+        self.pot.dim = 2
+        self.pot.state = &self.st
+        self.pot.eval = fs_betabinom_eval
+        self.thread_safe = True
+
+    @classmethod
+    def from_cancer_mortality(cls, data_dir=None):
+        """The model on the 20-city stomach-cancer data
+        (:func:`fastsurrogate.datasets.load_cancer_mortality`)."""
+        from fastsurrogate.datasets import load_cancer_mortality
+        deaths, at_risk = load_cancer_mortality(data_dir)
+        return cls(deaths, at_risk)
+
+    @property
+    def param_names(self):
+        """``["logit_m", "log_K"]``."""
+        return ["logit_m", "log_K"]
+
+    def constrain(self, q):
+        """``(..., 2)`` unconstrained draws -> dict with ``m`` and ``K``."""
+        q = _q_batch(q, 2)
+        return {"m": _expit(q[..., 0]), "K": np.exp(q[..., 1])}
+
+    def unconstrain(self, params):
+        """Inverse of :meth:`constrain`: dict with ``m``, ``K`` -> ``(..., 2)``."""
+        m = np.asarray(params["m"], dtype=np.float64)
+        K = np.asarray(params["K"], dtype=np.float64)
+        return np.stack(np.broadcast_arrays(np.log(m) - np.log1p(-m), np.log(K)), axis=-1)
+
+
+def _digamma(x):
+    """Test hook: the C digamma (csrc/fs_models.c) at x (float or array)."""
+    xa = np.asarray(x, dtype=np.float64)
+    out = np.empty_like(xa)
+    flat_in = xa.ravel()
+    flat_out = out.ravel()
+    cdef Py_ssize_t i
+    for i in range(flat_in.shape[0]):
+        flat_out[i] = fs_digamma(flat_in[i])
+    return out.reshape(xa.shape) if xa.ndim else float(out)
+
+
+def _log_rising(double x, long long c):
+    """Test hook: lgamma(x + c) - lgamma(x) by the C kernel."""
+    return fs_log_rising(x, c)
+
+
+def _digamma_diff(double x, long long c):
+    """Test hook: psi(x + c) - psi(x) by the C kernel."""
+    return fs_digamma_diff(x, c)
+
+
+# ---- GARCH(m, r) ---------------------------------------------------------------
+
+cdef class Garch(Potential):
+    """GARCH(m, r) with Gaussian innovations (NNgHMC paper, section 4.3).
+
+    For t = 1..T::
+
+        y_t = sigma_t eps_t,   eps_t ~ N(0, 1)
+        sigma_t^2 = alpha0 + sum_{i=1..m} alpha_i y_{t-i}^2 + sum_{j=1..r} beta_j sigma_{t-j}^2
+
+    ``m`` is the number of ARCH terms (lagged squared observations) and ``r``
+    the number of GARCH terms (lagged variances); the NNgHMC paper's GARCH(2, 1)
+    on 1000 simulated observations is ``Garch(y, m=2, r=1)`` (dim 4).  Before
+    the series starts, y_t^2 and sigma_t^2 are the constant ``h0`` (default:
+    the mean of y^2), so all T observations enter the likelihood.
+
+    Unconstrained parameters (``dim = 1 + m + r``)::
+
+        q[0]        = log alpha0
+        q[1:1+m+r]  = z,  (alpha_1..alpha_m, beta_1..beta_r, s) = softmax(z, 0)
+
+    so alpha_i > 0, beta_j > 0 and s = 1 - sum(alpha) - sum(beta) > 0
+    (covariance stationarity).  Priors: log alpha0 ~ N(log_alpha0_mean,
+    log_alpha0_sd^2) (log-normal alpha0); (alpha, beta) uniform on the
+    stationary region {alpha, beta > 0, sum < 1} (the "truncated" flat prior).
+    U is the negative log joint density of (y, q) with every constant:
+    Gaussian likelihood terms 0.5 (log 2 pi + log sigma_t^2 + y_t^2 / sigma_t^2),
+    the normal density of q[0], the uniform density (m + r)! and the
+    log-Jacobian sum(log alpha) + sum(log beta) + log s of the softmax map.
+
+    Value and gradient cost one forward pass over the series and, for the
+    gradient, one backward (adjoint) pass: O(T (m + r)), in C.
+
+    Parameters
+    ----------
+    y : array_like, shape (T,)
+        The series (finite).
+    m, r : int
+        ARCH and GARCH orders (m, r >= 0, m + r >= 1).
+    h0 : float, optional
+        Pre-sample value of y^2 and sigma^2 (default ``mean(y**2)``).
+    log_alpha0_mean, log_alpha0_sd : float
+        Normal prior of log alpha0.
+
+    Examples
+    --------
+    >>> import numpy as np, fastsurrogate as fs
+    >>> y = fs.datasets.simulate_garch(1000, 0.1, [0.2, 0.1], [0.5], seed=1)
+    >>> model = fs.models.Garch(y, m=2, r=1)
+    >>> q = model.unconstrain({"alpha0": 0.1, "alpha[1]": 0.2, "alpha[2]": 0.1, "beta[1]": 0.5})
+    >>> U, g = model.value_and_grad(q)
+    """
+
+    cdef fs_garch st
+    cdef bint _ready
+    cdef readonly cnp.ndarray y
+    cdef readonly int m
+    cdef readonly int r
+    cdef readonly double h0
+    cdef readonly double log_alpha0_mean
+    cdef readonly double log_alpha0_sd
+
+    def __cinit__(self, *args, **kwargs):
+        self._ready = False
+
+    def __dealloc__(self):
+        if self._ready:
+            fs_garch_free(&self.st)
+            self._ready = False
+
+    def __init__(self, y, m=2, r=1, h0=None, log_alpha0_mean=0.0, log_alpha0_sd=5.0):
+        if self._ready:
+            raise TypeError("Garch is already initialised")
+        ya = _real_array(y, "y")
+        if ya.ndim != 1:
+            raise ValueError(f"y must be 1-D (T,), got shape {ya.shape}")
+        if ya.shape[0] < 1 or ya.shape[0] > 2147483647:
+            raise ValueError(f"y must have between 1 and 2**31 - 1 entries, got {ya.shape[0]}")
+        if not np.isfinite(ya).all():
+            i = int(np.argmax(~np.isfinite(ya)))
+            raise ValueError(f"y must be finite; y[{i}] = {ya[i]}")
+        m = _order(m, "m", 0)
+        r = _order(r, "r", 0)
+        if m + r < 1:
+            raise ValueError("need m + r >= 1 (at least one ARCH or GARCH term)")
+        if h0 is None:
+            h0 = float(np.mean(ya * ya))
+            if not (h0 > 0.0 and math.isfinite(h0)):
+                raise ValueError("mean(y**2) is not positive and finite; pass h0 explicitly")
+        else:
+            h0 = _real_scalar(h0, "h0", positive=True)
+        mu0 = _real_scalar(log_alpha0_mean, "log_alpha0_mean")
+        sd0 = _real_scalar(log_alpha0_sd, "log_alpha0_sd", positive=True)
+        ya = np.array(ya, dtype=np.float64, copy=True)
+        ya.flags.writeable = False
+        cdef cnp.ndarray yc = ya
+        cdef int status = fs_garch_init(&self.st, <const double *>cnp.PyArray_DATA(yc),
+                                        <int>yc.shape[0], <int>m, <int>r, h0, mu0, sd0)
+        if status != FS_OK:
+            raise_for_status(status, "Garch: fs_garch_init")
+        self._ready = True
+        self.y = ya
+        self.m = m
+        self.r = r
+        self.h0 = h0
+        self.log_alpha0_mean = mu0
+        self.log_alpha0_sd = sd0
+        self.pot.dim = 1 + m + r
+        self.pot.state = &self.st
+        self.pot.eval = fs_garch_eval
+        self.thread_safe = True
+
+    @property
+    def T(self):
+        """Length of the series."""
+        return int(self.y.shape[0])
+
+    @property
+    def param_names(self):
+        """``log_alpha0``, ``z_alpha[1..m]``, ``z_beta[1..r]`` (unconstrained)."""
+        return (["log_alpha0"] + [f"z_alpha[{i}]" for i in range(1, self.m + 1)]
+                + [f"z_beta[{j}]" for j in range(1, self.r + 1)])
+
+    @property
+    def constrained_names(self):
+        """``alpha0``, ``alpha[1..m]``, ``beta[1..r]``."""
+        return (["alpha0"] + [f"alpha[{i}]" for i in range(1, self.m + 1)]
+                + [f"beta[{j}]" for j in range(1, self.r + 1)])
+
+    def constrain(self, q):
+        """``(..., dim)`` unconstrained draws -> dict ``alpha0``, ``alpha[i]``,
+        ``beta[j]`` and ``persistence`` (= sum alpha + sum beta < 1)."""
+        q = _q_batch(q, self.pot.dim)
+        z = q[..., 1:]
+        zmax = np.maximum(z.max(axis=-1, keepdims=True), 0.0)
+        e = np.exp(z - zmax)
+        phi = e / (e.sum(axis=-1, keepdims=True) + np.exp(-zmax))
+        out = {"alpha0": np.exp(q[..., 0])}
+        for k, name in enumerate(self.constrained_names[1:]):
+            out[name] = phi[..., k]
+        out["persistence"] = phi.sum(axis=-1)
+        return out
+
+    def unconstrain(self, params):
+        """Inverse of :meth:`constrain` (dict with ``alpha0``, ``alpha[i]``, ``beta[j]``)."""
+        names = self.constrained_names
+        cols = np.broadcast_arrays(*[np.asarray(params[n], dtype=np.float64) for n in names])
+        phi = np.stack(cols[1:], axis=-1)
+        s = 1.0 - phi.sum(axis=-1, keepdims=True)
+        if np.any(phi <= 0) or np.any(s <= 0):
+            raise ValueError("need alpha_i > 0, beta_j > 0 and sum(alpha) + sum(beta) < 1")
+        return np.concatenate([np.log(cols[0])[..., None], np.log(phi) - np.log(s)], axis=-1)
+
+
+# ---- Gaussian-process regression hyper-parameters --------------------------------
+
+cdef class GPRegression(Potential):
+    """Posterior of Gaussian-process regression hyper-parameters (NNgHMC paper,
+    section 4.4), Matern 3/2 kernel::
+
+        y ~ N(0, K),  K_ij = sf2 (1 + sqrt(3) r_ij / l) exp(-sqrt(3) r_ij / l) + sn2 [i == j]
+
+    with r_ij = ||x_i - x_j||.  Unconstrained parameters: ``q = (log l, log sn2)``
+    with the signal variance sf2 fixed at ``signal_variance`` (default 1, as for
+    standardised targets), or ``q = (log l, log sn2, log sf2)`` when
+    ``signal_variance=None``.  Priors: q_p ~ N(prior_mean_p, prior_sd_p^2),
+    i.e. log-normal priors on l, sn2 (and sf2); given on q, they already
+    include the log-Jacobian of the log transform.  U is the negative log joint
+    density of (y, q) with every constant (n/2 log 2 pi, the normal constants).
+
+    Cost: the value alone is one Cholesky factorisation and one triangular
+    solve (n^3/3 flops); value and gradient add K^{-1} (LAPACK dpotri, 2n^3/3
+    flops) and O(n^2) traces:  dU/dq_p = 0.5 tr((K^{-1} - a a^T) dK/dq_p) +
+    prior term, a = K^{-1} y.  A K that is not numerically positive definite
+    gives U = inf.  Evaluations may run in several threads at once; each takes
+    about 1.5 n^2 doubles of scratch.
+
+    Parameters
+    ----------
+    X : array_like, shape (n, d)
+        Inputs.
+    y : array_like, shape (n,)
+        Targets (a zero-mean GP: centre them first).
+    signal_variance : float or None
+        Fixed sf2, or None to sample log sf2 as a third parameter.
+    prior_mean, prior_sd : float or array_like (dim,)
+        Normal priors of the unconstrained parameters (default N(0, 3^2)).
+
+    Examples
+    --------
+    >>> import numpy as np, fastsurrogate as fs
+    >>> X, y = fs.datasets.simulate_gp_regression(n=100, dim=4, seed=0)
+    >>> model = fs.models.GPRegression(X, y)
+    >>> U, g = model.value_and_grad(np.log([1.0, 0.1]))
+    """
+
+    cdef fs_gpreg st
+    cdef bint _ready
+    cdef readonly cnp.ndarray X
+    cdef readonly cnp.ndarray y
+    cdef readonly object signal_variance
+    cdef readonly cnp.ndarray prior_mean
+    cdef readonly cnp.ndarray prior_sd
+
+    def __cinit__(self, *args, **kwargs):
+        self._ready = False
+
+    def __dealloc__(self):
+        if self._ready:
+            fs_gpreg_free(&self.st)
+            self._ready = False
+
+    def __init__(self, X, y, signal_variance=1.0, prior_mean=0.0, prior_sd=3.0):
+        if self._ready:
+            raise TypeError("GPRegression is already initialised")
+        Xa = _real_array(X, "X")
+        if Xa.ndim != 2:
+            raise ValueError(f"X must be 2-D (n, d), got shape {Xa.shape}")
+        n, d = Xa.shape
+        if n < 1 or d < 1:
+            raise ValueError(f"X must have at least one row and one column, got shape {Xa.shape}")
+        if n > 46340 or d > 2147483647:
+            raise ValueError(f"X has too many rows for a dense GP (n = {n})")
+        if not np.isfinite(Xa).all():
+            bad = np.argwhere(~np.isfinite(Xa))[0]
+            raise ValueError(f"X must be finite; X[{bad[0]}, {bad[1]}] = {Xa[bad[0], bad[1]]}")
+        ya = _real_array(y, "y")
+        if ya.ndim != 1 or ya.shape[0] != n:
+            raise ValueError(f"y must have shape ({n},) to match X, got {ya.shape}")
+        if not np.isfinite(ya).all():
+            i = int(np.argmax(~np.isfinite(ya)))
+            raise ValueError(f"y must be finite; y[{i}] = {ya[i]}")
+        cdef int sample_sf2 = 1 if signal_variance is None else 0
+        cdef double sf2 = 1.0
+        if not sample_sf2:
+            sf2 = _real_scalar(signal_variance, "signal_variance", positive=True)
+        dim = 3 if sample_sf2 else 2
+        pm = _per_param(prior_mean, dim, "prior_mean", positive=False)
+        ps = _per_param(prior_sd, dim, "prior_sd", positive=True)
+        Xa = np.array(Xa, dtype=np.float64, order="C", copy=True)
+        ya = np.array(ya, dtype=np.float64, copy=True)
+        for a in (Xa, ya, pm, ps):
+            a.flags.writeable = False
+        cdef cnp.ndarray Xc = Xa, yc = ya, pmc = pm, psc = ps
+        cdef int status = fs_gpreg_init(&self.st, blas_table(),
+                                        <const double *>cnp.PyArray_DATA(Xc),
+                                        <const double *>cnp.PyArray_DATA(yc),
+                                        <int>n, <int>d, sample_sf2, sf2,
+                                        <const double *>cnp.PyArray_DATA(pmc),
+                                        <const double *>cnp.PyArray_DATA(psc))
+        if status != FS_OK:
+            raise_for_status(status, "GPRegression: fs_gpreg_init")
+        self._ready = True
+        self.X = Xa
+        self.y = ya
+        self.signal_variance = None if sample_sf2 else sf2
+        self.prior_mean = pm
+        self.prior_sd = ps
+        self.pot.dim = dim
+        self.pot.state = &self.st
+        self.pot.eval = fs_gpreg_eval
+        self.thread_safe = True
+
+    @property
+    def n_obs(self):
+        """Number of data points n."""
+        return int(self.X.shape[0])
+
+    @property
+    def param_names(self):
+        """``log_lengthscale``, ``log_noise_variance`` (and ``log_signal_variance``)."""
+        names = ["log_lengthscale", "log_noise_variance"]
+        if self.pot.dim == 3:
+            names.append("log_signal_variance")
+        return names
+
+    def constrain(self, q):
+        """``(..., dim)`` draws -> dict ``lengthscale``, ``noise_variance``,
+        ``signal_variance`` (the fixed value, broadcast, when not sampled)."""
+        q = _q_batch(q, self.pot.dim)
+        e = np.exp(q)
+        out = {"lengthscale": e[..., 0], "noise_variance": e[..., 1]}
+        if self.pot.dim == 3:
+            out["signal_variance"] = e[..., 2]
+        else:
+            out["signal_variance"] = np.full(q.shape[:q.ndim - 1], self.signal_variance)
+        return out
+
+    def unconstrain(self, params):
+        """Inverse of :meth:`constrain`."""
+        names = ["lengthscale", "noise_variance"]
+        if self.pot.dim == 3:
+            names.append("signal_variance")
+        cols = [np.log(np.asarray(params[k], dtype=np.float64)) for k in names]
+        return np.stack(np.broadcast_arrays(*cols), axis=-1)

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["simulate_logistic", "simulate_probit", "find_data_dir", "load_bank_marketing",
-           "load_libsvm", "load_a9a", "load_cancer_mortality", "random_projection"]
+__all__ = ["simulate_logistic", "simulate_probit", "simulate_garch", "simulate_gp_regression",
+           "find_data_dir", "load_bank_marketing", "load_libsvm", "load_a9a",
+           "load_cancer_mortality", "random_projection"]
 
 
 def simulate_logistic(n=100000, d=50, seed=0):
@@ -43,6 +44,99 @@ def simulate_probit(n=10000, d=5, seed=0):
     beta = rng.standard_normal(d)
     y = (rng.uniform(size=n) < ndtr(X @ beta)).astype(np.float64)
     return X, y, beta
+
+
+def simulate_garch(T, alpha0, alphas, betas, seed=0, burn_in=1000):
+    """A series from GARCH(m, r) with Gaussian innovations (the model of
+    :class:`fastsurrogate.models.Garch`; NNgHMC paper, section 4.3)::
+
+        y_t = sigma_t eps_t,
+        sigma_t^2 = alpha0 + sum_i alphas[i-1] y_{t-i}^2 + sum_j betas[j-1] sigma_{t-j}^2
+
+    The recursion starts from the stationary variance
+    alpha0 / (1 - sum(alphas) - sum(betas)) and runs ``burn_in`` steps before
+    the T returned ones.
+
+    Parameters
+    ----------
+    T : int
+        Length of the returned series.
+    alpha0 : float
+        Positive intercept.
+    alphas, betas : sequence of float
+        ARCH (m) and GARCH (r) coefficients, non-negative, with
+        sum(alphas) + sum(betas) < 1 (covariance stationarity).
+    seed : int or numpy.random.Generator
+
+    Returns
+    -------
+    y : ndarray (T,)
+
+    Examples
+    --------
+    >>> y = simulate_garch(1000, 0.1, [0.2, 0.1], [0.5], seed=1)   # GARCH(2, 1)
+    """
+    alphas = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
+    betas = np.atleast_1d(np.asarray(betas, dtype=np.float64))
+    T, burn_in = int(T), int(burn_in)
+    if T < 1 or burn_in < 0:
+        raise ValueError("need T >= 1 and burn_in >= 0")
+    if alphas.ndim != 1 or betas.ndim != 1 or alphas.size + betas.size < 1:
+        raise ValueError("alphas and betas must be 1-D, with at least one coefficient in all")
+    if not (alpha0 > 0 and np.isfinite(alpha0)):
+        raise ValueError(f"alpha0 must be positive and finite, got {alpha0}")
+    if (np.any(~np.isfinite(alphas)) or np.any(~np.isfinite(betas))
+            or np.any(alphas < 0) or np.any(betas < 0)):
+        raise ValueError("alphas and betas must be non-negative and finite")
+    persistence = float(alphas.sum() + betas.sum())
+    if persistence >= 1.0:
+        raise ValueError(f"sum(alphas) + sum(betas) = {persistence} must be < 1")
+    rng = np.random.default_rng(seed)
+    m, r = alphas.size, betas.size
+    p = max(m, r)
+    n = p + burn_in + T
+    h_bar = alpha0 / (1.0 - persistence)
+    y2 = np.full(n, h_bar)
+    h = np.full(n, h_bar)
+    eps = rng.standard_normal(n)
+    y = np.sqrt(h_bar) * eps
+    for t in range(p, n):
+        h[t] = alpha0 + alphas @ y2[t - m:t][::-1] + betas @ h[t - r:t][::-1]
+        y[t] = np.sqrt(h[t]) * eps[t]
+        y2[t] = y[t] * y[t]
+    return y[n - T:].copy()
+
+
+def simulate_gp_regression(n=500, dim=4, lengthscale=1.0, signal_variance=1.0,
+                           noise_variance=0.1, seed=0):
+    """A data set like the NNgHMC paper's GP regression (section 4.4):
+    inputs X ~ U[0, 2]^dim, f ~ GP(0, Matern 3/2 kernel with the given
+    ``lengthscale`` and ``signal_variance``) at X, y = f + N(0, noise_variance).
+
+    Returns
+    -------
+    X : ndarray (n, dim), y : ndarray (n,)
+
+    Examples
+    --------
+    >>> X, y = simulate_gp_regression(n=500, dim=4, seed=0)
+    """
+    n, dim = int(n), int(dim)
+    if n < 1 or dim < 1:
+        raise ValueError("need n >= 1 and dim >= 1")
+    for name, v in (("lengthscale", lengthscale), ("signal_variance", signal_variance),
+                    ("noise_variance", noise_variance)):
+        if not (v > 0 and np.isfinite(v)):
+            raise ValueError(f"{name} must be positive and finite, got {v}")
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0.0, 2.0, size=(n, dim))
+    d2 = np.maximum((X * X).sum(1)[:, None] + (X * X).sum(1)[None, :] - 2.0 * X @ X.T, 0.0)
+    t = np.sqrt(3.0 * d2) / lengthscale
+    K = signal_variance * (1.0 + t) * np.exp(-t)
+    K[np.diag_indices(n)] += 1e-10 * signal_variance
+    f = np.linalg.cholesky(K) @ rng.standard_normal(n)
+    y = f + np.sqrt(noise_variance) * rng.standard_normal(n)
+    return X, y
 
 
 def find_data_dir(required=True):

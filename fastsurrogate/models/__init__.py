@@ -1,9 +1,10 @@
 """Potentials for the papers' models (each a fastsurrogate.Potential)."""
-from .._models import Gaussian, StandardNormal, Banana
+from .._models import Gaussian, StandardNormal, Banana, BetaBinomial, Garch, GPRegression
 from .._glm import LogisticRegression, ProbitRegression, PoissonRegression, LinearRegression
 from .._potential import Potential
 
 from_callable = Potential.from_callable
 
-__all__ = ["Gaussian", "StandardNormal", "Banana", "LogisticRegression", "ProbitRegression",
-           "PoissonRegression", "LinearRegression", "from_callable"]
+__all__ = ["Gaussian", "StandardNormal", "Banana", "BetaBinomial", "Garch", "GPRegression",
+           "LogisticRegression", "ProbitRegression", "PoissonRegression", "LinearRegression",
+           "from_callable"]
