@@ -16,13 +16,14 @@ import os as _os
 from ._potential import Potential, PotentialError, WeightedSum, RecordingPotential
 from . import models, diagnostics, datasets
 from .result import Result
-from .samplers import HMC, RNSHMC, ARNSHMC, NNGHMC, SAMPLERS
+from .samplers import HMC, RNSHMC, ARNSHMC, NNGHMC, VHMC, SAMPLERS
 from . import surrogates
+from . import approximation
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["Potential", "PotentialError", "WeightedSum", "RecordingPotential", "Result", "HMC", "RNSHMC", "ARNSHMC", "NNGHMC", "sample", "models", "surrogates",
-           "diagnostics", "get_include"]
+__all__ = ["Potential", "PotentialError", "WeightedSum", "RecordingPotential", "Result", "HMC", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "sample", "models", "surrogates",
+           "diagnostics", "approximation", "get_include"]
 
 
 def get_include():

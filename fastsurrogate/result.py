@@ -131,6 +131,7 @@ class Result:
             "min_ess_per_second": float(np.nanmin(ess)) / secs if secs > 0 else np.nan,
             "timings": dict(self.timings),
             "exact": self.exact,
+            "target": self.target,
             "interrupted": self.interrupted,
         }
         return table
@@ -161,6 +162,14 @@ class Result:
 
     def __repr__(self):
         state = " (interrupted)" if self.interrupted else ""
+        if not self.exact:
+            state += "; APPROXIMATE: draws target the surrogate-induced distribution"
         acc = np.mean(self.acceptance_rate) if self.n_draws else float("nan")
         return (f"<Result {self.method}: {self.chains} chains x {self.n_draws} draws, "
                 f"dim {self.dim}, acceptance {acc:.3f}{state}>")
+
+    @property
+    def target(self):
+        """What the draws target: "exact posterior" or "surrogate-induced
+        distribution (approximate)" (``exact`` False, e.g. VHMC)."""
+        return "exact posterior" if self.exact else "surrogate-induced distribution (approximate)"

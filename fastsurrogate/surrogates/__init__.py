@@ -6,3 +6,5 @@ from .prior_swap import swap_prior
 
 __all__ = ["RandomNetwork", "train_random_network", "fit_output_weights", "fit_gp",
            "fit_fitc", "gp_potential", "GPSurrogate", "swap_prior"]
+from .laplace import LaplaceApproximation, laplace_approximation, finite_difference_hessian
+__all__ += ["LaplaceApproximation", "laplace_approximation", "finite_difference_hessian"]

@@ -1,0 +1,493 @@
+"""Variational HMC: a random-basis network trained by gradient (score)
+matching online (Zhang, Shahbaba & Zhao 2018, Bayesian Analysis 13(2),
+section 3, Algorithm 2 and Proposition 2).
+
+Phases
+------
+0. laplace: the MAP and the Hessian there give the Laplace approximation
+   N(q_MAP, H^{-1}) (:func:`~fastsurrogate.surrogates.laplace_approximation`),
+   computed once and shared by every chain.
+1. train (iterations t = 0 .. t0 - 1 of the warm-up): the regularised surrogate
+
+       V_t(q) = mu_t z_t(q) + (1 - mu_t) (1/2) (q - q_MAP)^T H (q - q_MAP)
+
+   drives the leapfrog AND judges the Metropolis test (Hamiltonian V_t + K).
+   Every accepted state q adds (q, grad U(q)) to the training set: the
+   output weights v of z_t solve the ridge gradient-matching problem (3.19),
+   updated by one Sherman-Morrison-Woodbury step (3.20-3.21, in C).  mu_t
+   rises from 0 to 1 (1 - exp(-t / n_s) by default), so the chain starts
+   on the Laplace approximation and hands over to the network as it learns.
+   Each iteration is one call into the C chain loop; the Python around it
+   only fetches grad U at accepted states and updates the weights.
+2. sample: training stops at t0 (fixed, or when the weights settle) and the
+   surrogate is frozen at V = V_{t0}.  The rest of the warm-up (if any) and
+   every draw then run wholly in C with V as drive and judge: no exact
+   evaluation, no pass over the data.  The draws target the
+   surrogate-induced distribution exp(-V) (a free-form variational
+   approximation), NOT the exact posterior; ``result.exact`` is False.
+
+With ``exact=True`` the frozen V drives the leapfrog but the exact U judges
+(one exact value per iteration, RNS-HMC style): the draws after t0 then
+target the exact posterior.
+"""
+import time
+
+import numpy as np
+
+from .._hmc import Chain, new_trace, STATUS_INTERRUPTED
+from .._network import RandomNetwork
+from .._online import SMWTrainer
+from .._potential import WeightedSum
+from .._blas_threads import blas_threads
+from ..surrogates.laplace import LaplaceApproximation, laplace_approximation
+from ._base import (chain_generators, run_chains, check_int, check_positive, Interrupted)
+from .hmc import HMC
+from .rns_hmc import surrogate_seed
+
+__all__ = ["VHMC", "training_curve", "default_n_hidden"]
+
+_METRICS = ("laplace", "laplace-diag", "unit")
+_ACTIVATIONS = ("softplus", "sigmoid", "tanh")
+# auto t0: the weights must have settled AND the Laplace term faded below 1 %
+_AUTO_MU = 0.99
+_PROBES = 10
+
+
+def default_n_hidden(dim):
+    """min(3000, max(100, dim (dim + 3))): see :class:`VHMC`."""
+    return int(min(3000, max(100, dim * (dim + 3))))
+
+
+def _exp_schedule(n_s):
+    def mu(t):
+        return -np.expm1(-t / n_s)
+    return mu
+
+
+class VHMC(HMC):
+    """Variational HMC (Algorithm 2): score-matching surrogate, surrogate Metropolis test.
+
+    Parameters
+    ----------
+    potential : Potential
+        The exact target U = -log posterior.
+    n_hidden : int, optional
+        Hidden units s of the random network.  Default
+        ``min(3000, max(100, dim (dim + 3)))``: for the gradient of z to
+        match that of a quadratic U, the units' linear parts must span the
+        dim (dim + 1) / 2 entries of the Hessian plus the dim of the linear
+        term, dim (dim + 3) / 2 in all; the default is twice that (measured
+        on a 10-d Gaussian, 65 needed: s = 50 gives a covariance 56 % off
+        (REC), s = 100 3.4 %, s = 130 2.7 %, s = 150-300 2.2 %, at a Monte
+        Carlo floor of about 1.3 %).  The paper's a9a setting is dim 51,
+        s = 2000.  An SMW update costs O(dim s^2).
+    activation : {"softplus", "sigmoid", "tanh"}
+    input_scale : float
+        The network sees x = input_scale L^{-1} (q - q_MAP), L L^T the
+        Laplace covariance, so a hidden unit's pre-activation w_i . x + d_i
+        (w_i ~ N(0, I/dim), d_i ~ N(0, 1)) varies by about ``input_scale``
+        over the Laplace approximation's spread.
+    whiten : bool
+        Whiten the inputs by the Laplace covariance as above (default), or
+        only scale each coordinate by its Laplace sd.  With correlated
+        posteriors, per-coordinate scaling leaves the stiff directions a
+        sliver of the units' input range, and the gradient there (the
+        largest part of grad U) is poorly matched: measured on a9a-50d,
+        per-coordinate scaling left a 60-80 % relative score error after
+        2000 iterations.
+    ridge : float
+        The penalty lambda of (3.19), relative: lambda = ridge x the mean
+        squared norm of the gradient features (columns of A) at the MAP,
+        i.e. ``ridge`` pseudo-points' worth of shrinkage towards v = 0.
+    n_s : float, optional
+        Time scale of mu_t = 1 - exp(-t / n_s); default a tenth of the
+        training iterations (mu = 1 - e^-10 at t0).
+    mu : callable, optional
+        A user schedule ``mu(t) -> float in [0, 1]`` (t = 0, 1, ...) instead.
+    n_train : int, "auto" or None
+        The stopping time t0 of training.  None: the whole warm-up trains
+        (t0 = n_warmup).  An int <= n_warmup: train that many iterations,
+        then finish the warm-up on the frozen surrogate.  "auto": stop once,
+        at a check every ``window`` iterations, the output weights changed
+        by less than ``tol`` (relative, measured on the gradients they
+        predict at the latest training points) and mu_t >= 0.99; at most
+        n_warmup iterations.
+    tol, window : float, int
+        The "auto" rule.
+    exact : bool
+        After t0, judge with the exact U (RNS-HMC style): exact draws.
+    delayed_acceptance : bool
+        With ``exact``, first screen each proposal with V (saves exact
+        evaluations; still exact).
+    laplace : LaplaceApproximation, optional
+        Reuse one (e.g. from an earlier run) instead of computing it.
+    metric : {"laplace", "laplace-diag", "unit"} or ndarray
+        Inverse mass matrix: the Laplace covariance (dense, the default),
+        its diagonal, the identity, or a fixed (dim,) / (dim, dim) array.
+    blas_threads : int or None
+        Threads of SciPy's OpenBLAS while the chains run (the SMW updates are
+        dgemm/dsyrk calls on s x s matrices, where extra threads mostly add
+        wake-up cost and oversubscribe cores the chains use); None leaves
+        the count alone.  Process-wide while sampling.
+    step_size, n_steps, random_n_steps, adapt, target_accept, max_energy_error
+        As for :class:`HMC`.  With ``adapt`` the step size is tuned by dual
+        averaging during training (and again on the frozen surrogate over
+        the rest of the warm-up, when there are at least 50 iterations).
+
+    Examples
+    --------
+    >>> import numpy as np, fastsurrogate as fs
+    >>> target = fs.models.Gaussian(np.ones(3), np.eye(3))
+    >>> res = fs.sample(target, method="vhmc", n_draws=300, n_warmup=300, chains=1,
+    ...                 n_hidden=50, seed=1, progress=False)
+    >>> res.exact, res.draws.shape
+    (False, (1, 300, 3))
+    """
+
+    method = "vhmc"
+
+    def __init__(self, potential, *, n_hidden=None, activation="softplus", input_scale=0.5,
+                 whiten=True, ridge=1e-3, n_s=None, mu=None, n_train=None, tol=0.01, window=100,
+                 exact=False, delayed_acceptance=False, laplace=None, metric="laplace",
+                 step_size=None, n_steps=10, random_n_steps=True, adapt=True,
+                 target_accept=0.8, max_energy_error=1000.0, blas_threads=1):
+        super().__init__(potential, step_size=step_size, n_steps=n_steps,
+                         random_n_steps=random_n_steps, metric="unit", adapt=adapt,
+                         target_accept=target_accept, max_energy_error=max_energy_error)
+        d = potential.dim
+        if isinstance(metric, str):
+            if metric not in _METRICS:
+                raise ValueError(f"metric must be one of {_METRICS} or an array, got {metric!r}")
+            self.metric = metric
+        else:
+            m = np.asarray(metric, dtype=np.float64)
+            if m.shape not in ((d,), (d, d)):
+                raise ValueError(f"a metric array must have shape ({d},) or ({d}, {d})")
+            self.metric = m
+        if n_hidden is None:
+            n_hidden = default_n_hidden(d)
+        self.n_hidden = check_int("n_hidden", n_hidden, 1)
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {_ACTIVATIONS}, got {activation!r}")
+        self.activation = activation
+        self.input_scale = check_positive("input_scale", input_scale)
+        self.whiten = bool(whiten)
+        self.ridge = check_positive("ridge", ridge)
+        self.n_s = check_positive("n_s", n_s, allow_none=True)
+        if mu is not None and not callable(mu):
+            raise TypeError(f"mu must be a callable mu(t) -> [0, 1] or None, got {type(mu).__name__}")
+        if mu is not None and n_s is not None:
+            raise ValueError("give either n_s (the default schedule's time scale) or mu, not both")
+        self.mu = mu
+        if isinstance(n_train, str):
+            if n_train != "auto":
+                raise ValueError(f'n_train must be an int, "auto" or None, got {n_train!r}')
+            self.n_train = n_train
+        else:
+            self.n_train = None if n_train is None else check_int("n_train", n_train, 1)
+        self.tol = check_positive("tol", tol)
+        self.window = check_int("window", window, 10)
+        self.exact = bool(exact)
+        self.delayed_acceptance = bool(delayed_acceptance)
+        if self.delayed_acceptance and not self.exact:
+            raise ValueError("delayed_acceptance applies to the exact option only (exact=True)")
+        if laplace is not None:
+            if not isinstance(laplace, LaplaceApproximation):
+                raise TypeError("laplace must be a LaplaceApproximation "
+                                "(fastsurrogate.surrogates.laplace_approximation)")
+            if laplace.dim != d:
+                raise ValueError(f"laplace has dim {laplace.dim}; the potential has {d}")
+        self.laplace = laplace
+        self.blas_threads = None if blas_threads is None else check_int("blas_threads",
+                                                                        blas_threads, 1)
+        if self.exact:
+            self.method = "vhmc-exact"
+
+    # -- pieces -----------------------------------------------------------------
+    def _inv_metric(self, lap):
+        if isinstance(self.metric, np.ndarray):
+            return self.metric
+        if self.metric == "laplace":
+            return lap.cov
+        if self.metric == "laplace-diag":
+            return lap.sd ** 2
+        return None
+
+    def _schedule(self, t_max):
+        if self.mu is not None:
+            user = self.mu
+
+            def mu(t):
+                m = float(user(t))
+                if not (0.0 <= m <= 1.0):
+                    raise ValueError(f"the mu schedule must return values in [0, 1]; mu({t}) = {m!r}")
+                return m
+            return mu, None
+        n_s = self.n_s if self.n_s is not None else max(1.0, t_max / 10.0)
+        return _exp_schedule(n_s), n_s
+
+    def make_surrogate(self, lap, seed):
+        """(network z with v = 0, V = WeightedSum([z, Laplace], [0, 1]), lambda)."""
+        d = self.potential.dim
+        if self.whiten:
+            # x = input_scale L^{-1} (q - q_MAP), cov_Laplace = L L^T, folded into W
+            base = RandomNetwork.random(d, self.n_hidden, activation=self.activation, seed=seed)
+            Linv = np.linalg.inv(np.linalg.cholesky(lap.cov))
+            net = RandomNetwork(self.input_scale * (base.W @ Linv), base.bias,
+                                np.zeros(self.n_hidden), 0.0, self.activation, shift=lap.mean)
+        else:
+            net = RandomNetwork.random(d, self.n_hidden, activation=self.activation, seed=seed,
+                                       shift=lap.mean, scale=lap.sd / self.input_scale)
+        V = WeightedSum([net, lap.potential], [0.0, 1.0])
+        A0 = net.grad_features(lap.mean)
+        lam = self.ridge * max(float(np.mean(np.einsum("ij,ij->j", A0, A0))),
+                               np.finfo(float).tiny)
+        return net, V, lam
+
+    def train(self, chain, trace, ctx, t_max, net, V, trainer, mu_fn, curve):
+        """Algorithm 2 for t = 0 .. t0 - 1; returns t0.  Appends to `curve` (dict of lists)."""
+        exact = self.potential
+        s, d = self.n_hidden, exact.dim
+        v = np.zeros(s)
+        auto = self.n_train == "auto"
+        probes = []
+        v_check = None
+        accepted = trace["accepted"]
+        draws = trace["draws"]
+        report_every = 16
+        t = 0
+        while t < t_max:
+            n_done, status = chain.run(trace, t, 1, ctx.stop)
+            if status == STATUS_INTERRUPTED or n_done == 0:
+                ctx.done["warmup"] = t
+                raise Interrupted
+            if accepted[t]:
+                q = draws[t]
+                g = exact.grad(q)
+                if np.all(np.isfinite(g)):
+                    A = net.grad_features(q)
+                    r = A @ v - g
+                    trainer.update(A, g)
+                    v = trainer.weights
+                    net.output_weights = v
+                    curve["iteration"].append(t)
+                    curve["sq_error"].append(float(r @ r))
+                    curve["sq_grad"].append(float(g @ g))
+                    if auto:
+                        probes.append(A)
+                        if len(probes) > _PROBES:
+                            probes.pop(0)
+            t += 1
+            m = mu_fn(t)
+            curve["mu"].append(m)
+            V.weights = (m, 1.0 - m)
+            # V changed: the chain's cached V and grad V at its state are stale
+            chain.set_position(draws[t - 1])
+            ctx.done["warmup"] = t
+            if t % report_every == 0:
+                ctx._report(report_every)
+            if auto and t % self.window == 0 and probes:
+                P = np.concatenate(probes)
+                if v_check is not None:
+                    now = P @ v
+                    change = float(np.linalg.norm(now - P @ v_check) /
+                                   max(np.linalg.norm(now), np.finfo(float).tiny))
+                    curve["weight_change"].append((t, change))
+                    if change < self.tol and m >= _AUTO_MU:
+                        break
+                v_check = v.copy()
+        ctx._report(t % report_every)
+        return t
+
+    # -- the public entry point -------------------------------------------------
+    def sample(self, n_draws=1000, n_warmup=1000, *, chains=4, seed=None, init=None,
+               progress=True, keep_warmup=True):
+        """Laplace, then n_warmup warm-up iterations (training for the first t0),
+        then n_draws draws on the frozen surrogate.
+
+        Parameters
+        ----------
+        n_draws, n_warmup, chains, seed, progress, keep_warmup
+            As for :meth:`HMC.sample`; ``warmup_draws`` hold the training
+            iterations (they target the changing V_t).
+        init : array (dim,) or (chains, dim), optional
+            Starting points; default one draw per chain from the Laplace
+            approximation.
+
+        Returns
+        -------
+        Result
+            ``exact`` is False (draws target exp(-V), the surrogate-induced
+            distribution) unless ``exact=True``.  ``surrogate`` is chain 0's
+            frozen V (a Potential; ``info["networks"]`` holds each chain's
+            network z, ``info["surrogates"]`` each chain's V).  ``info`` also
+            holds ``laplace``, ``t0`` (per chain), ``mu_final``, ``lambda``,
+            ``n_s``, ``training_curve`` (per chain: for each training point,
+            its iteration, the squared score-matching error ||grad z - grad U||^2
+            of the surrogate BEFORE it absorbed the point -- a held-out error --
+            and ||grad U||^2; mu_t per iteration; the "auto" rule's weight
+            changes), ``exact_evaluations`` per phase.  ``timings``: laplace,
+            train, warmup (frozen part), sample.
+        """
+        n_draws = check_int("n_draws", n_draws, 0)
+        n_warmup = check_int("n_warmup", n_warmup, 1)
+        chains = check_int("chains", chains, 1)
+        if isinstance(self.n_train, int) and self.n_train > n_warmup:
+            raise ValueError(f"n_train ({self.n_train}) must be <= n_warmup ({n_warmup}): "
+                             "training is part of the warm-up")
+        t_max = self.n_train if isinstance(self.n_train, int) else n_warmup
+        gens = chain_generators(seed, chains)
+        basis_seed = surrogate_seed(gens[0])
+        d = self.potential.dim
+
+        t_lap = time.perf_counter()
+        lap = self.laplace if self.laplace is not None else laplace_approximation(self.potential)
+        t_lap = time.perf_counter() - t_lap
+        lap_evals = 0 if self.laplace is not None else int(lap.info.get("n_evaluations", 0))
+        q0 = self._initial_points(init, lap, gens)
+        mu_fn, n_s = self._schedule(t_max)
+        inv_metric = self._inv_metric(lap)
+        step0 = self.step_size if self.step_size is not None else (1.0 if self.adapt else 0.1)
+
+        warm = [new_trace(n_warmup, d) for _ in range(chains)]
+        main = [new_trace(n_draws, d) for _ in range(chains)]
+        chain_objs = [None] * chains
+        nets, Vs = [None] * chains, [None] * chains
+        t0s = [0] * chains
+        curves = [{"iteration": [], "sq_error": [], "sq_grad": [], "mu": [],
+                   "weight_change": []} for _ in range(chains)]
+        lam_used = [None]
+
+        def worker(ctx):
+            k = ctx.index
+            net, V, lam = self.make_surrogate(lap, basis_seed)
+            lam_used[0] = lam
+            nets[k], Vs[k] = net, V
+            trainer = SMWTrainer(self.n_hidden, d, lam)
+            chain = Chain(V, V, q0[k], gens[k], step_size=step0, n_steps=self.n_steps,
+                          random_n_steps=self.random_n_steps, inv_metric=inv_metric,
+                          max_energy_error=self.max_energy_error)
+            chain_objs[k] = chain
+            with ctx.phase("train"):
+                if self.adapt:
+                    if self.step_size is None:
+                        chain.find_step_size()
+                    chain.start_adaptation(self.target_accept)
+                t0 = self.train(chain, warm[k], ctx, t_max, net, V, trainer, mu_fn, curves[k])
+                t0s[k] = t0
+                if self.adapt:
+                    chain.finish_adaptation()
+            # frozen from here on: V = V_{t0}
+            if self.exact:
+                chain = Chain(V, self.potential, chain.position, chain.generator,
+                              step_size=chain.step_size, n_steps=self.n_steps,
+                              random_n_steps=self.random_n_steps, inv_metric=inv_metric,
+                              max_energy_error=self.max_energy_error,
+                              delayed_acceptance=self.delayed_acceptance)
+                chain_objs[k] = chain
+            if t0 < n_warmup:
+                with ctx.phase("warmup"):
+                    readapt = self.adapt and n_warmup - t0 >= 50
+                    if readapt:
+                        chain.start_adaptation(self.target_accept)
+                    ctx.run_span(chain, warm[k], t0, n_warmup, "warmup")
+                    if readapt:
+                        chain.finish_adaptation()
+            with ctx.phase("sample"):
+                ctx.run_span(chain, main[k], 0, n_draws, "sample")
+            return chain
+
+        with blas_threads(self.blas_threads):
+            results, ctxs, interrupted, error = run_chains(
+                worker, chains, chains * (n_warmup + n_draws), self.potential.thread_safe,
+                progress, self.method)
+        for c in ctxs:
+            c.timings["laplace"] = t_lap
+        partial = interrupted or error is not None
+        info = self._info(lap, lap_evals, t0s, curves, warm, main, ctxs, nets, Vs, n_s,
+                          lam_used[0], n_warmup)
+        res = self._result(warm, main, ctxs, chain_objs, partial, keep_warmup,
+                           exact=self.exact, info=info, surrogate=Vs[0])
+        if error is not None:
+            error.result = res
+            raise error
+        return res
+
+    def _initial_points(self, init, lap, gens):
+        d, chains = self.potential.dim, len(gens)
+        if init is None:
+            return np.stack([lap.sample(1, g)[0] for g in gens])
+        init = np.asarray(init, dtype=np.float64)
+        if init.shape == (d,):
+            init = np.tile(init, (chains, 1))
+        if init.shape != (chains, d):
+            raise ValueError(f"init must have shape ({d},) or ({chains}, {d}), got {init.shape}")
+        if not np.all(np.isfinite(init)):
+            raise ValueError("init contains NaN or inf")
+        return init.copy()
+
+    def _info(self, lap, lap_evals, t0s, curves, warm, main, ctxs, nets, Vs, n_s, lam, n_warmup):
+        train_evals, sample_evals = [], []
+        out_curves = []
+        for k, (c, ctx) in enumerate(zip(curves, ctxs)):
+            cv = {"iteration": np.asarray(c["iteration"], dtype=np.int64),
+                  "sq_error": np.asarray(c["sq_error"], dtype=float),
+                  "sq_grad": np.asarray(c["sq_grad"], dtype=float),
+                  "mu": np.asarray(c["mu"], dtype=float),
+                  "weight_change": np.asarray(c["weight_change"], dtype=float).reshape(-1, 2)}
+            out_curves.append(cv)
+            train_evals.append(int(cv["iteration"].shape[0]))
+            if self.exact:
+                nw = ctx.done.get("warmup", 0)
+                ns = ctx.done.get("sample", 0)
+                # + 1: the exact chain's start evaluates U at the state it takes over
+                sample_evals.append(int(warm[k]["judge_evaluated"][t0s[k]:nw].sum())
+                                    + int(main[k]["judge_evaluated"][:ns].sum()) + 1)
+            else:
+                sample_evals.append(0)
+        return {
+            "laplace": lap,
+            "t0": list(t0s),
+            "mu_final": [float(V.weights[0]) if V is not None else np.nan for V in Vs],
+            "lambda": lam,
+            "n_s": n_s,
+            "n_hidden": self.n_hidden,
+            "training_curve": out_curves,
+            "exact_evaluations": {"laplace": lap_evals, "train": train_evals,
+                                  "after_t0": sample_evals},
+            "networks": nets,
+            "surrogates": Vs,
+            "target": ("exact posterior (surrogate-driven leapfrog, exact Metropolis test)"
+                       if self.exact else
+                       "surrogate-induced distribution exp(-V) (approximate; V = "
+                       "mu z + (1 - mu) Laplace, frozen at t0)"),
+        }
+
+
+def training_curve(result, window=100, chain=0):
+    """The score-matching error over the training iterations, in windows.
+
+    Returns a dict of arrays, one entry per window of ``window`` iterations
+    that contains training points: ``iteration`` (window end), ``mse`` (mean
+    over the window's points of ||grad z(q) - grad U(q)||^2 / dim, each
+    measured before the point was absorbed), ``relative`` (sqrt of the sum
+    of squared errors over the sum of ||grad U||^2 in the window), ``mu``
+    (mu_t at the window end) and ``points`` (training points in the window).
+    """
+    window = check_int("window", window, 1)
+    cv = result.info["training_curve"][chain]
+    it, err, g2, mu = cv["iteration"], cv["sq_error"], cv["sq_grad"], cv["mu"]
+    d = result.dim
+    n_it = mu.shape[0]
+    out = {k: [] for k in ("iteration", "mse", "relative", "mu", "points")}
+    for lo in range(0, n_it, window):
+        hi = min(lo + window, n_it)
+        sel = (it >= lo) & (it < hi)
+        if not np.any(sel):
+            continue
+        out["iteration"].append(hi)
+        out["mse"].append(float(err[sel].mean() / d))
+        out["relative"].append(float(np.sqrt(err[sel].sum() / max(g2[sel].sum(), 1e-300))))
+        out["mu"].append(float(mu[hi - 1]))
+        out["points"].append(int(sel.sum()))
+    return {k: np.asarray(v) for k, v in out.items()}
