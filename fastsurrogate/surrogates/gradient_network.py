@@ -55,81 +55,19 @@ what makes a fit reproducible bit for bit: OpenBLAS splits a dgemm
 differently for different thread counts, which changes the rounding and,
 over hundreds of L-BFGS iterations, the result.
 """
-import ctypes
-import glob
-import os
-import threading
 import time
-from contextlib import contextmanager
 
 import numpy as np
 from scipy.optimize import minimize
 
+from .._blas_threads import blas_threads
 from .._mlp import GradientNetwork, split_blocks
 
 __all__ = ["fit_gradient_network", "GradientNetwork", "openblas_threads"]
 
 
-# ---- BLAS thread control -------------------------------------------------------
-
-_BLAS_LOCK = threading.Lock()
-_BLAS_STATE = {"users": 0, "saved": None, "funcs": False}
-
-
-def _openblas_funcs():
-    """(get, set) thread-count functions of the OpenBLAS behind scipy.linalg, or None."""
-    if _BLAS_STATE["funcs"] is not False:
-        return _BLAS_STATE["funcs"]
-    funcs = None
-    try:
-        import scipy
-        import scipy.linalg.cython_blas  # noqa: F401  (loads the library)
-        root = os.path.dirname(scipy.__file__)
-        paths = sorted(glob.glob(os.path.join(root, os.pardir, "scipy.libs", "*openblas*")))
-        for path in paths:
-            lib = ctypes.CDLL(path)
-            for prefix in ("scipy_openblas", "openblas"):
-                get = getattr(lib, prefix + "_get_num_threads", None)
-                put = getattr(lib, prefix + "_set_num_threads", None)
-                if get is not None and put is not None:
-                    get.restype, get.argtypes = ctypes.c_int, []
-                    put.restype, put.argtypes = None, [ctypes.c_int]
-                    funcs = (get, put)
-                    break
-            if funcs:
-                break
-    except (OSError, ImportError, AttributeError):
-        funcs = None
-    _BLAS_STATE["funcs"] = funcs
-    return funcs
-
-
-@contextmanager
-def openblas_threads(n):
-    """Run the block with OpenBLAS (the one SciPy's BLAS table points at) on
-    ``n`` threads, then restore the previous count.
-
-    The count is process-wide: nested or concurrent uses share it (the first
-    to enter saves the old value, the last to leave restores it).  A no-op
-    when ``n`` is None or when SciPy's BLAS is not a bundled OpenBLAS.
-    """
-    funcs = _openblas_funcs() if n is not None else None
-    if funcs is None:
-        yield
-        return
-    get, put = funcs
-    with _BLAS_LOCK:
-        if _BLAS_STATE["users"] == 0:
-            _BLAS_STATE["saved"] = get()
-        _BLAS_STATE["users"] += 1
-        put(int(n))
-    try:
-        yield
-    finally:
-        with _BLAS_LOCK:
-            _BLAS_STATE["users"] -= 1
-            if _BLAS_STATE["users"] == 0 and _BLAS_STATE["saved"] is not None:
-                put(_BLAS_STATE["saved"])
+# SciPy's OpenBLAS thread count has one process-wide owner, fastsurrogate._blas_threads.
+openblas_threads = blas_threads
 
 
 # ---- helpers -----------------------------------------------------------------------
