@@ -22,8 +22,9 @@ from . import approximation
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["Potential", "PotentialError", "WeightedSum", "RecordingPotential", "Result", "HMC", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "sample", "models", "surrogates",
-           "diagnostics", "approximation", "get_include"]
+__all__ = ["Potential", "PotentialError", "WeightedSum", "RecordingPotential", "Result",
+           "HMC", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "sample", "models", "surrogates",
+           "diagnostics", "approximation", "datasets", "get_include"]
 
 
 def get_include():
