@@ -104,6 +104,9 @@ def test_schedule_retrains_after_a_failed_trial():
     opts = trainer.calls[0][1]
     assert opts["n_hidden"] == 17 and opts["blocks"] == 3 and isinstance(opts["seed"], int)
     assert trainer.calls[0][1]["seed"] != trainer.calls[1][1]["seed"]
+    # the retraining starts from the previous network (warm start)
+    assert "init" not in trainer.calls[0][1]
+    assert isinstance(trainer.calls[1][1]["init"], fs.Potential)
     assert np.bincount(res.info["warmup_stage"]).tolist() == [60, 90, 60]
 
 

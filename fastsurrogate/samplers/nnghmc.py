@@ -24,8 +24,8 @@ Stages
    posterior.
 
 Every decision is an event in ``result.info["events"]``; the wall time of
-each stage is in ``result.timings`` (``warmup``: burn-in and exploration,
-``train``, ``trial``, ``sample``).  The trial iterations are genuine
+each stage is in ``result.timings``: ``burn_in``, ``explore`` (their sum is
+``warmup``), ``train``, ``trial``, ``sample``.  The trial iterations are genuine
 transitions of the chain and stay in ``result.warmup_draws``;
 ``result.info["warmup_stage"]`` says which stage each warm-up row belongs to.
 """
@@ -110,10 +110,14 @@ class NNGHMC(HMC):
         Record one leapfrog step in ``record_every`` (1: every step, the paper).
     max_train : int or None
         Train on a random subset of at most this many recorded points.
+    warm_start : bool
+        Start each retraining from the previous network's weights (the
+        trainer gets ``init=`` the previous network); the first training
+        starts from random weights.
     trainer : callable, optional
         ``trainer(Q, G, n_hidden=, blocks=, activation=, holdout=, seed=,
-        **trainer_options) -> Potential`` whose gradient predicts grad U
-        (default :func:`fastsurrogate.surrogates.fit_gradient_network`).
+        [init=,] **trainer_options) -> Potential`` whose gradient predicts
+        grad U (default :func:`fastsurrogate.surrogates.fit_gradient_network`).
     trainer_options : dict, optional
         Extra keyword arguments for the trainer.
     surrogate : Potential, optional
@@ -139,7 +143,7 @@ class NNGHMC(HMC):
     def __init__(self, potential, *, n_hidden=100, blocks=1, activation="softplus",
                  holdout=0.1, burn_in=0.2, train_start=0.5, train_every=0.1, train_end=None,
                  trial_length=50, switch_fraction=0.9, record_every=1, max_train=None,
-                 trainer=None, trainer_options=None, surrogate=None, **hmc_options):
+                 warm_start=True, trainer=None, trainer_options=None, surrogate=None, **hmc_options):
         super().__init__(potential, **hmc_options)
         self.n_hidden = check_int("n_hidden", n_hidden, 1)
         self.blocks = check_int("blocks", blocks, 1)
@@ -163,6 +167,7 @@ class NNGHMC(HMC):
         self.switch_fraction = sf
         self.record_every = check_int("record_every", record_every, 1)
         self.max_train = None if max_train is None else check_int("max_train", max_train, 2)
+        self.warm_start = bool(warm_start)
         if trainer is not None and not callable(trainer):
             raise TypeError(f"trainer must be callable, got {type(trainer).__name__}")
         self.trainer = trainer
@@ -186,11 +191,13 @@ class NNGHMC(HMC):
         start = max(start, burn + 1)
         return burn, start, every, end
 
-    def train(self, Q, G, seed):
-        """Fit the gradient network on (Q, G); returns a Potential of the same dim."""
+    def train(self, Q, G, seed, previous=None):
+        """Fit the gradient network on (Q, G) (from ``previous`` with warm starts)."""
         trainer = self.trainer if self.trainer is not None else _default_trainer
         opts = dict(n_hidden=self.n_hidden, blocks=self.blocks, activation=self.activation,
                     holdout=self.holdout, seed=seed)
+        if self.warm_start and previous is not None:
+            opts["init"] = previous
         opts.update(self.trainer_options)
         net = trainer(Q, G, **opts)
         self._check_potential(net)
@@ -218,8 +225,9 @@ class NNGHMC(HMC):
         Result
             ``draws`` (chains, n_draws, dim) from the network-driven chain
             (or from exact HMC when no trial succeeded); ``surrogate`` the
-            last trained network; ``timings`` the seconds of ``warmup``,
-            ``train``, ``trial`` and ``sample``; ``info["events"]`` the
+            last trained network; ``timings`` the seconds of ``burn_in``,
+            ``explore`` (together ``warmup``), ``train``, ``trial`` and
+            ``sample``; ``info["events"]`` the
             schedule's decisions (``train``, ``trial``, then ``switch`` or
             ``keep_exact``), ``info["switched"]``, ``info["switch_iteration"]``,
             ``info["n_train"]``, ``info["hmc_acceptance"]``,
@@ -291,7 +299,7 @@ class NNGHMC(HMC):
                     current[k] = exact[k]
                 chain = exact[k]
                 recorders[k].active = record
-                with ctx.phase("warmup"):
+                with ctx.phase("warmup"), ctx.phase("explore" if record else "burn_in"):
                     if first == 0 and row0 == 0:
                         self.warmup(chain, warm[k], ctx, n, key="warmup")
                     else:
@@ -342,7 +350,7 @@ class NNGHMC(HMC):
                     Q, G = self._training_set(recorders, net_seed, j)
                     t0 = time.perf_counter()
                     net = self.train(Q, G, int(np.random.SeedSequence([net_seed, j])
-                                                .generate_state(1)[0] >> 1))
+                                                .generate_state(1)[0] >> 1), state.net)
                     secs = time.perf_counter() - t0
                     for a in acc:
                         a.timings["train"] = a.timings.get("train", 0.0) + secs
