@@ -104,10 +104,36 @@ def test_schedule_retrains_after_a_failed_trial():
     opts = trainer.calls[0][1]
     assert opts["n_hidden"] == 17 and opts["blocks"] == 3 and isinstance(opts["seed"], int)
     assert trainer.calls[0][1]["seed"] != trainer.calls[1][1]["seed"]
-    # the retraining starts from the previous network (warm start)
-    assert "init" not in trainer.calls[0][1]
+    # the first training starts from the affine fit, the retraining from the
+    # previous network (warm start)
+    assert isinstance(trainer.calls[0][1]["init"], fs.surrogates.GradientNetwork)
     assert isinstance(trainer.calls[1][1]["init"], fs.Potential)
+    assert not isinstance(trainer.calls[1][1]["init"], fs.surrogates.GradientNetwork)
     assert np.bincount(res.info["warmup_stage"]).tolist() == [60, 90, 60]
+    random = FailsFirst()
+    fs.NNGHMC(model, n_steps=8, trainer=random, start="random", train_start=100,
+              train_every=50, trial_length=30).sample(10, n_warmup=300, seed=4, progress=False)
+    assert "init" not in random.calls[0][1] and "init" in random.calls[1][1]
+
+
+def test_affine_start_network_is_the_least_squares_fit():
+    from fastsurrogate.samplers.nnghmc import affine_start_network
+    rng = np.random.default_rng(0)
+    Q = rng.normal(size=(400, 6)) * [1, 2, 3, 0.5, 1, 4] + 1.0
+    A = rng.normal(size=(6, 6))
+    G = Q @ A.T + 0.3 + 0.01 * rng.normal(size=(400, 6))
+    X = np.hstack([Q, np.ones((400, 1))])
+    W = np.linalg.lstsq(X, G, rcond=None)[0]
+    for blocks, n_hidden in ((1, 12), (3, 5), (2, 20)):
+        net = affine_start_network(Q, G, n_hidden, blocks, seed=1)
+        assert net.n_hidden == n_hidden * blocks and net.dim == 6
+        pred = net.gradient_batch(Q[:50])
+        if 2 * (6 // blocks) <= n_hidden:                # every block keeps its full rank
+            np.testing.assert_allclose(pred, X[:50] @ W, rtol=1e-5, atol=1e-5)
+        else:                                            # truncated rank: still close
+            assert np.linalg.norm(pred - G[:50]) < 0.5 * np.linalg.norm(G[:50])
+    with pytest.raises(ValueError, match="softplus or relu"):
+        affine_start_network(Q, G, 12, activation="tanh")
 
 
 def test_schedule_keeps_exact_hmc_when_no_trial_succeeds():
@@ -191,6 +217,8 @@ def test_argument_errors():
         fs.NNGHMC(model, trial_length=0)
     with pytest.raises(TypeError, match="trainer"):
         fs.NNGHMC(model, trainer="adam")
+    with pytest.raises(ValueError, match="start"):
+        fs.NNGHMC(model, start="zeros")
     with pytest.raises(TypeError, match="trainer_options"):
         fs.NNGHMC(model, trainer_options=[1])
     with pytest.raises(ValueError, match="dim"):
