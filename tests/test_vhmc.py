@@ -181,6 +181,24 @@ def test_vhmc_surrogate_kl_small_on_2d_gaussian_and_summary_marks_target():
     assert errs["rem"] < 0.1 and errs["rec"] < 0.2 and errs["rem_floor"] > 0
 
 
+def test_batch_resolve_reproduces_the_online_weights():
+    from fastsurrogate._online import SMWTrainer
+    from fastsurrogate.samplers.vhmc import _resolve
+    rng = np.random.default_rng(0)
+    d, s = 4, 30
+    net = fs.surrogates.RandomNetwork.random(d, s, seed=1)
+    Q = rng.standard_normal((80, d))
+    G = rng.standard_normal((80, d))
+    online = SMWTrainer(s, d, 1e-3)
+    for q, g in zip(Q, G):
+        online.update(net.grad_features(q), g)
+    batch = SMWTrainer(s, d, 1e-3)
+    _resolve(batch, net, list(zip(Q, G)), chunk=7)
+    rel = np.linalg.norm(batch.weights - online.weights) / np.linalg.norm(online.weights)
+    assert rel < 1e-8, rel
+    np.testing.assert_allclose(batch.C, online.C, rtol=1e-6, atol=1e-9 * np.abs(online.C).max())
+
+
 # ---- grid diagnostics against closed forms ----------------------------------------
 
 def test_kl_and_score_matching_grid_match_closed_form_on_2d_gaussians():

@@ -37,7 +37,7 @@ import numpy as np
 from .._hmc import Chain, new_trace, STATUS_INTERRUPTED
 from .._network import RandomNetwork
 from .._online import SMWTrainer
-from .._potential import WeightedSum
+from .._potential import WeightedSum, PotentialError
 from .._blas_threads import blas_threads
 from ..surrogates.laplace import LaplaceApproximation, laplace_approximation
 from ._base import (chain_generators, run_chains, check_int, check_positive, Interrupted)
@@ -271,6 +271,7 @@ class VHMC(HMC):
         v = np.zeros(s)
         auto = self.n_train == "auto"
         probes = []
+        points = []
         v_check = None
         accepted = trace["accepted"]
         draws = trace["draws"]
@@ -287,7 +288,14 @@ class VHMC(HMC):
                 if np.all(np.isfinite(g)):
                     A = net.grad_features(q)
                     r = A @ v - g
-                    trainer.update(A, g)
+                    points.append((q.copy(), g))
+                    try:
+                        trainer.update(A, g)
+                    except PotentialError:
+                        # C lost definiteness after many downdates: re-solve (3.19)
+                        # from every point seen (recomputing their features)
+                        _resolve(trainer, net, points)
+                        curve["resolves"].append(t)
                     v = trainer.weights
                     net.output_weights = v
                     curve["iteration"].append(t)
@@ -346,7 +354,9 @@ class VHMC(HMC):
             its iteration, the squared score-matching error ||grad z - grad U||^2
             of the surrogate BEFORE it absorbed the point -- a held-out error --
             and ||grad U||^2; mu_t per iteration; the "auto" rule's weight
-            changes), ``exact_evaluations`` per phase.  ``timings``: laplace,
+            changes; ``resolves``, the iterations where a numerical breakdown
+            of the SMW recursion forced a batch re-solve from all points),
+            ``exact_evaluations`` per phase.  ``timings``: laplace,
             train, warmup (frozen part), sample.
         """
         n_draws = check_int("n_draws", n_draws, 0)
@@ -375,7 +385,7 @@ class VHMC(HMC):
         nets, Vs = [None] * chains, [None] * chains
         t0s = [0] * chains
         curves = [{"iteration": [], "sq_error": [], "sq_grad": [], "mu": [],
-                   "weight_change": []} for _ in range(chains)]
+                   "weight_change": [], "resolves": []} for _ in range(chains)]
         lam_used = [None]
 
         def worker(ctx):
@@ -454,7 +464,8 @@ class VHMC(HMC):
                   "sq_error": np.asarray(c["sq_error"], dtype=float),
                   "sq_grad": np.asarray(c["sq_grad"], dtype=float),
                   "mu": np.asarray(c["mu"], dtype=float),
-                  "weight_change": np.asarray(c["weight_change"], dtype=float).reshape(-1, 2)}
+                  "weight_change": np.asarray(c["weight_change"], dtype=float).reshape(-1, 2),
+                  "resolves": np.asarray(c["resolves"], dtype=np.int64)}
             out_curves.append(cv)
             train_evals.append(int(cv["iteration"].shape[0]))
             if self.exact:
@@ -482,6 +493,35 @@ class VHMC(HMC):
                        "surrogate-induced distribution exp(-V) (approximate; V = "
                        "mu z + (1 - mu) Laplace, frozen at t0)"),
         }
+
+
+def _resolve(trainer, net, points, chunk=256):
+    """Replace the trainer's state by the batch solution of (3.19) for `points`
+    [(q, grad U(q)), ...], in O(s^2) memory: the Gram matrix sum A^T A and
+    sum A^T g are accumulated in chunks, then handed to the batch solver as
+    s / d pseudo-points with the same normal equations (R^T R = Gram,
+    R^T c = sum A^T g)."""
+    s, d = trainer.n_hidden, trainer.dim
+    G = np.zeros((s, s))
+    b = np.zeros(s)
+    Q = np.array([p[0] for p in points])
+    Gs = np.array([p[1] for p in points])
+    for lo in range(0, len(points), chunk):
+        As = net.grad_features_batch(Q[lo:lo + chunk])
+        for A, g in zip(As, Gs[lo:lo + chunk]):
+            G += A.T @ A
+            b += A.T @ g
+    # a tiny jitter keeps the factorisation of a rank-deficient Gram matrix
+    # defined; the trainer adds its own ridge on top
+    w, V = np.linalg.eigh(0.5 * (G + G.T))
+    w = np.maximum(w, 0.0)
+    R = np.sqrt(w)[:, None] * V.T                     # R^T R = G
+    c = np.where(w > 0, (V.T @ b) / np.sqrt(np.where(w > 0, w, 1.0)), 0.0)   # R^T c = b
+    n_blocks = -(-s // d)
+    Rp = np.zeros((n_blocks * d, s))
+    cp = np.zeros(n_blocks * d)
+    Rp[:s], cp[:s] = R, c
+    trainer.solve_batch(Rp.reshape(n_blocks, d, s), cp.reshape(n_blocks, d))
 
 
 def training_curve(result, window=100, chain=0):
