@@ -13,9 +13,11 @@ Procedure, for each d:
   2. for each n: n of those points drawn at random (without replacement);
      the SAME positions train both surrogates: the gradient network
      (fastsurrogate.surrogates.fit_gradient_network, 100 softplus hidden
-     units, 10 % held out for early stopping) on (q, grad U(q)), and the GP
-     (fastsurrogate.surrogates.fit_gp: squared-exponential kernel, hyper-
-     parameters by maximum marginal likelihood) on (q, U(q)).
+     units, 10 % held out for early stopping, up to 3000 L-BFGS iterations:
+     the trainer's default 500 stop before the held-out loss settles at
+     d = 40) on (q, grad U(q)), and the GP (fastsurrogate.surrogates.fit_gp:
+     squared-exponential kernel, hyper-parameters by maximum marginal
+     likelihood, up to 1000 L-BFGS iterations) on (q, U(q)).
   3. each surrogate's gradient drives HMC with the same step and path
      length, the exact U judges (fastsurrogate.NNGHMC with ``surrogate=``):
      2 chains x 2000 iterations from draws of N(0, I_d); the table shows the
@@ -67,11 +69,11 @@ def run_dim(d, points, seed):
     for n in points:
         idx = np.random.default_rng([seed, d, n]).choice(Q.shape[0], size=n, replace=False)
         t0 = time.perf_counter()
-        net = fit_gradient_network(Q[idx], G[idx], n_hidden=N_HIDDEN, seed=seed)
+        net = fit_gradient_network(Q[idx], G[idx], n_hidden=N_HIDDEN, seed=seed, max_iter=3000)
         t_nn = time.perf_counter() - t0
         t0 = time.perf_counter()
         u = np.array([model.value(q) for q in Q[idx]])     # the recorder keeps U only at
-        gp = fit_gp(Q[idx], u, seed=seed)                   # each trajectory's end
+        gp = fit_gp(Q[idx], u, seed=seed, max_iter=1000)    # each trajectory's end
         t_gp = time.perf_counter() - t0
         row[n] = dict(nn=acceptance(model, net, d, seed + 3), gp=acceptance(model, gp.potential, d,
                                                                          seed + 3),
