@@ -126,6 +126,9 @@ cdef class Gaussian(Potential):
         """The covariance as a (dim, dim) array."""
         return np.diag(self.cov) if self.cov.ndim == 1 else self.cov.copy()
 
+    def __reduce__(self):
+        return (Gaussian, (self.mean, self.cov))
+
 
 def StandardNormal(dim):
     """N(0, I_dim): U(q) = 0.5 q.q, gradient q."""
@@ -181,6 +184,9 @@ cdef class Banana(Potential):
 
 
 # ---- validation helpers ------------------------------------------------------
+
+    def __reduce__(self):
+        return (Banana, (self.y, self.st.sigma_y, self.st.sigma_q))
 
 def _real_array(obj, name):
     """obj as a float64 ndarray; TypeError for non-numeric or complex input."""
@@ -331,6 +337,9 @@ cdef class BetaBinomial(Potential):
         m = np.asarray(params["m"], dtype=np.float64)
         K = np.asarray(params["K"], dtype=np.float64)
         return np.stack(np.broadcast_arrays(np.log(m) - np.log1p(-m), np.log(K)), axis=-1)
+
+    def __reduce__(self):
+        return (BetaBinomial, (self.y, self.n))
 
 
 def _digamma(x):
@@ -511,6 +520,9 @@ cdef class Garch(Potential):
 
 # ---- Gaussian-process regression hyper-parameters --------------------------------
 
+    def __reduce__(self):
+        return (Garch, (self.y, self.m, self.r, self.h0, self.log_alpha0_mean, self.log_alpha0_sd))
+
 cdef class GPRegression(Potential):
     """Posterior of Gaussian-process regression hyper-parameters (NNgHMC paper,
     section 4.4), Matern 3/2 kernel::
@@ -650,3 +662,6 @@ cdef class GPRegression(Potential):
             names.append("signal_variance")
         cols = [np.log(np.asarray(params[k], dtype=np.float64)) for k in names]
         return np.stack(np.broadcast_arrays(*cols), axis=-1)
+
+    def __reduce__(self):
+        return (GPRegression, (self.X, self.y, self.signal_variance, self.prior_mean, self.prior_sd))

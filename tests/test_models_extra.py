@@ -513,3 +513,21 @@ def test_thread_safe_evaluation(garch_series, gp_data):
         for (U, g), (Us, gs) in zip(out, serial):
             assert U == pytest.approx(Us, rel=1e-13)
             np.testing.assert_allclose(g, gs, rtol=1e-11, atol=1e-11)
+
+
+def test_compiled_models_pickle_round_trip():
+    import pickle
+    from fastsurrogate import models as M
+    rng = np.random.default_rng(0)
+    objs = [M.Gaussian(np.zeros(3), 2.0 * np.eye(3)), M.StandardNormal(2), M.Banana(n=20),
+            BetaBinomial(np.array([1, 2, 0, 3]), np.array([100, 200, 150, 300])),
+            Garch(rng.standard_normal(50), 2, 1),
+            GPRegression(rng.uniform(size=(20, 2)), rng.standard_normal(20)),
+            GPRegression(rng.uniform(size=(20, 2)), rng.standard_normal(20),
+                         signal_variance=None)]
+    for o in objs:
+        q = 0.3 * rng.standard_normal(o.dim)
+        t = pickle.loads(pickle.dumps(o))
+        u0, g0 = o.value_and_grad(q)
+        u1, g1 = t.value_and_grad(q)
+        assert u0 == u1 and np.array_equal(g0, g1), type(o).__name__
