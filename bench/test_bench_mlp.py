@@ -27,7 +27,7 @@ import pytest
 from scipy.special import expit
 
 from fastsurrogate.surrogates import GradientNetwork, fit_gradient_network
-from fastsurrogate.surrogates.gradient_network import openblas_threads
+from fastsurrogate._blas_threads import blas_threads
 
 SINGLE = [(50, 100, 1), (200, 50, 8)]
 SINGLE_IDS = ["d50-h100", "d200-8x50"]
@@ -110,7 +110,7 @@ def _numpy_loss_grad(net, theta, X, Y):
 @pytest.mark.benchmark(group="mlp")
 def test_loss_grad_c(benchmark):
     net, theta, X, Y = _batch_problem()
-    with openblas_threads(1):
+    with blas_threads(1):
         loss, g = benchmark(net.loss_and_grad, theta, X, Y, 0.0, True)
     rl, rg = _numpy_loss_grad(net, theta, X, Y)
     np.testing.assert_allclose(loss, rl, rtol=1e-12)
@@ -120,7 +120,7 @@ def test_loss_grad_c(benchmark):
 @pytest.mark.benchmark(group="mlp")
 def test_loss_grad_numpy(benchmark):
     net, theta, X, Y = _batch_problem()
-    with openblas_threads(1):
+    with blas_threads(1):
         loss, g = benchmark(_numpy_loss_grad, net, theta, X, Y)
     np.testing.assert_allclose(loss, net.loss_and_grad(theta, X, Y, 0.0, True)[0], rtol=1e-12)
 
@@ -217,7 +217,7 @@ def compare_optimisers(budget=8.0, n_hidden=100):
                  for lr, b in ((1e-3, 128), (3e-3, 128), (1e-2, 128), (3e-3, 32), (3e-3, 512))]
         print(f"\n{label}: held-out ||g_hat - g|| / ||g|| after " +
               ", ".join(f"{c:g} s" for c in checkpoints))
-        with openblas_threads(1):
+        with blas_threads(1):
             for name, run in runs:
                 errs = run()
                 print(f"  {name:24s}" + "".join(f"  {e:9.3g}" for e in errs), flush=True)

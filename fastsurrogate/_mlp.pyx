@@ -31,6 +31,7 @@ from fastsurrogate._common cimport FS_OK, FS_EUNDEFINED as _FS_EUNDEFINED
 from fastsurrogate._blas cimport blas_table
 from fastsurrogate._potential cimport Potential
 from fastsurrogate._potential import raise_for_status
+from fastsurrogate._checks import real_array as _real_array, activation_code
 
 cnp.import_array()
 
@@ -43,19 +44,6 @@ _NAMES = {v: k for k, v in ACTIVATIONS.items()}
 
 # ---- validation helpers ------------------------------------------------------
 
-def _real_array(name, a, ndim):
-    """A C-contiguous float64 copy of `a`: real, finite, `ndim`-dimensional."""
-    if a is None:
-        raise TypeError(f"{name} must be an array, got None")
-    arr = np.asarray(a)
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
-    arr = np.array(arr, dtype=np.float64, order="C", copy=True)
-    if arr.ndim != ndim:
-        raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or inf")
-    return arr
 
 
 def _float_view(name, a, shape):
@@ -74,12 +62,7 @@ def _float_view(name, a, shape):
 
 
 def _activation_code(activation):
-    if not isinstance(activation, str):
-        raise TypeError(f"activation must be a string, got {type(activation).__name__}")
-    key = activation.lower()
-    if key not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {activation!r}; choose from {sorted(ACTIVATIONS)}")
-    return key, ACTIVATIONS[key]
+    return activation_code(activation, ACTIVATIONS)
 
 
 def _count(x, name, lowest=1):

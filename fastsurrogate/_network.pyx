@@ -20,6 +20,7 @@ cimport numpy as cnp
 from fastsurrogate._common cimport FS_OK
 from fastsurrogate._potential cimport Potential
 from fastsurrogate._potential import raise_for_status
+from fastsurrogate._checks import real_array as _real_array, activation_code
 
 cnp.import_array()
 
@@ -28,28 +29,10 @@ ACTIVATIONS = {"softplus": FS_NETWORK_SOFTPLUS, "sigmoid": FS_NETWORK_SIGMOID,
 _ACTIVATION_NAMES = {v: k for k, v in ACTIVATIONS.items()}
 
 
-def _real_array(name, a, ndim=None):
-    """A C-contiguous float64 copy of `a`, checked to be real, finite, of `ndim` dims."""
-    if a is None:
-        raise TypeError(f"{name} must be an array, got None")
-    arr = np.asarray(a)
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
-    arr = np.array(arr, dtype=np.float64, order="C", copy=True)
-    if ndim is not None and arr.ndim != ndim:
-        raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or inf")
-    return arr
 
 
 def _activation_code(activation):
-    if not isinstance(activation, str):
-        raise TypeError(f"activation must be a string, got {type(activation).__name__}")
-    key = activation.lower()
-    if key not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {activation!r}; choose from {sorted(ACTIVATIONS)}")
-    return key, ACTIVATIONS[key]
+    return activation_code(activation, ACTIVATIONS)
 
 
 cdef inline const double *_cptr(cnp.ndarray a):

@@ -60,14 +60,10 @@ import time
 import numpy as np
 from scipy.optimize import minimize
 
-from .._blas_threads import blas_threads
+from .. import _blas_threads
 from .._mlp import GradientNetwork, split_blocks
 
-__all__ = ["fit_gradient_network", "GradientNetwork", "openblas_threads"]
-
-
-# SciPy's OpenBLAS thread count has one process-wide owner, fastsurrogate._blas_threads.
-openblas_threads = blas_threads
+__all__ = ["fit_gradient_network", "GradientNetwork"]
 
 
 # ---- helpers -----------------------------------------------------------------------
@@ -306,7 +302,7 @@ def fit_gradient_network(Q, G, n_hidden=100, blocks=1, activation="softplus", ho
     theta0 = net.get_params()
     tracker = _Tracker(net, Xh, Th, int(patience), theta0)
     history = []
-    with openblas_threads(blas_threads):
+    with _blas_threads.blas_threads(blas_threads):
         if method == "lbfgs":
             stopped, n_evals, message = _fit_lbfgs(net, theta0, X, T, wd, int(max_iter),
                                                    tracker, history)
