@@ -47,14 +47,7 @@
 #pragma STDC FP_CONTRACT ON
 #endif
 
-/* ---- function multi-versioning ------------------------------------------ */
-/* GCC >= 11 on x86-64 with glibc (ifunc); elsewhere one generic version. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
-    defined(__GLIBC__) && (__GNUC__ >= 11) && !defined(FS_NO_TARGET_CLONES)
-#  define FS_CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
-#else
-#  define FS_CLONES
-#endif
+#include "fs_kernel.h"   /* FS_CLONES (multi-versioning), FS__INLINE */
 
 #define FS__TILE 4      /* rows per dot/update tile */
 #ifndef FS__PANEL
@@ -62,14 +55,6 @@
 #endif
 #ifndef FS__PANEL_BYTES
 #define FS__PANEL_BYTES 16384   /* ... and about this much of X (L1-resident) */
-#endif
-
-/* Helpers called from the multi-versioned kernels must be inlined into
- * them, or they would run the baseline ISA (and pass vectors in memory). */
-#if defined(__GNUC__) || defined(__clang__)
-#  define FS__INLINE static inline __attribute__((always_inline))
-#else
-#  define FS__INLINE static inline
 #endif
 
 #define FS_SQRT1_2 0.70710678118654752440         /* 1/sqrt(2)        */

@@ -20,13 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- function multi-versioning for the rank-one loops -------------------- */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
-    defined(__GLIBC__) && (__GNUC__ >= 11) && !defined(FS_NO_TARGET_CLONES)
-#  define FS__GRV_CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
-#else
-#  define FS__GRV_CLONES
-#endif
+#include "fs_kernel.h"   /* FS_CLONES: multi-versioning of the rank-one loops */
 
 static const int fs__one = 1;
 static const double fs__d1 = 1.0;
@@ -49,7 +43,7 @@ static inline fs__g4 fs__g4_set1(double a) { fs__g4 v = {a, a, a, a}; return v; 
 
 /* M -= w w^T on the row-major upper triangle.  w_i * w_j == w_j * w_i in
  * IEEE arithmetic, so the update is exactly symmetric. */
-FS__GRV_CLONES
+FS_CLONES
 static void fs__syr_minus(int s, double *FS_RESTRICT M, const double *FS_RESTRICT w)
 {
     int i, j;
@@ -70,7 +64,7 @@ static void fs__syr_minus(int s, double *FS_RESTRICT M, const double *FS_RESTRIC
 }
 
 /* M += p p^T - q q^T on the row-major upper triangle (one pass). */
-FS__GRV_CLONES
+FS_CLONES
 static void fs__syr2_pm(int s, double *FS_RESTRICT M, const double *FS_RESTRICT p,
                         const double *FS_RESTRICT q)
 {
@@ -101,7 +95,7 @@ static void fs__syr2_pm(int s, double *FS_RESTRICT M, const double *FS_RESTRICT 
  * one thread, 10-12 us with these loops), and a fixed summation order makes
  * the result independent of the BLAS, of the thread count and of the ISA
  * clone picked at load time (no FMA contraction under -std=c99). */
-FS__GRV_CLONES
+FS_CLONES
 static void fs__symv(int s, const double *FS_RESTRICT M, const double *FS_RESTRICT x,
                      double *FS_RESTRICT y)
 {

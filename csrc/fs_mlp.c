@@ -41,18 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && \
-    defined(__GLIBC__) && (__GNUC__ >= 11) && !defined(FS_NO_TARGET_CLONES)
-#  define FS__CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
-#else
-#  define FS__CLONES
-#endif
-
-#if defined(__GNUC__) || defined(__clang__)
-#  define FS__INLINE static inline __attribute__((always_inline))
-#else
-#  define FS__INLINE static inline
-#endif
+#include "fs_kernel.h"   /* FS_CLONES (multi-versioning), FS__INLINE */
 
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(FS_MLP_NO_VEC)
 #  define FS__VEC 1
@@ -234,7 +223,7 @@ FS__INLINE void fs__act_s(int act, double t, double *a, double *da)
 
 /* a[i] = act(t[i]), da[i] = act'(t[i]) for i < n.  t may alias a (the values
  * are read before they are written); either output may be NULL. */
-FS__CLONES
+FS_CLONES
 static void fs__act_array(int act, size_t n, const double *t, double *a, double *da)
 {
     size_t i = 0;
@@ -348,7 +337,7 @@ FS__INLINE double fs__dot1(const double *w, int ld, const double *x)
 
 /* raw = W2 act(W1 x + b1) + b2 for one standardised point x (padded to
  * ld_in with zeros); h receives the n_hidden_pad activations. */
-FS__CLONES
+FS_CLONES
 static void fs__forward_kernel(const fs_mlp *net, const double *x,
                                double *FS_RESTRICT h, double *FS_RESTRICT raw)
 {

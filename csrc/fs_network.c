@@ -57,19 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- function multi-versioning ------------------------------------------ */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__) && \
-    defined(__GLIBC__) && (__GNUC__ >= 11) && !defined(FS_NO_TARGET_CLONES)
-#  define FS__CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
-#else
-#  define FS__CLONES
-#endif
-
-#if defined(__GNUC__) || defined(__clang__)
-#  define FS__INLINE static inline __attribute__((always_inline))
-#else
-#  define FS__INLINE static inline
-#endif
+#include "fs_kernel.h"   /* FS_CLONES (multi-versioning), FS__INLINE */
 
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(FS_NETWORK_NO_VEC)
 #  define FS__VEC 1
@@ -801,7 +789,7 @@ FS__INLINE void fs__acc_block(const fs_network *net, const double *x, int i0, in
 /* ======================================================================== */
 
 /* value and/or gradient dz/dx (g has ld entries) in one pass over W. */
-FS__CLONES
+FS_CLONES
 static void fs__value_grad_kernel(const fs_network *net, const double *x,
                                   double *value, double *FS_RESTRICT g)
 {
@@ -875,7 +863,7 @@ FS__INLINE void fs__coef_order(const fs_network *net, int i0, int nb, const doub
 
 /* Lower triangle of the Hessian in x coordinates:
  * sum_i cf_i y_i y_i^T (- sum_i v_i a_i / l_i^2 on the diagonal for RBF). */
-FS__CLONES
+FS_CLONES
 static void fs__hessian_kernel(const fs_network *net, const double *x,
                                double *FS_RESTRICT H, double *FS_RESTRICT ybuf)
 {
@@ -915,7 +903,7 @@ static void fs__hessian_kernel(const fs_network *net, const double *x,
 }
 
 /* Hessian diagonal in x coordinates. */
-FS__CLONES
+FS_CLONES
 static void fs__hessian_diag_kernel(const fs_network *net, const double *x,
                                     double *FS_RESTRICT h, double *FS_RESTRICT ybuf)
 {
@@ -950,7 +938,7 @@ static void fs__hessian_diag_kernel(const fs_network *net, const double *x,
 /* Third-derivative contractions in q coordinates (formulas in fs_network.h).
  * A dense (out_tr) and/or u (out_quad), or A = diag(adiag) (out_tr only).
  * work: 4*d (scaled rows y) + 4*d (A y). */
-FS__CLONES
+FS_CLONES
 static void fs__third_kernel(const fs_network *net, const double *x,
                              const double *A, const double *u, const double *adiag,
                              double *FS_RESTRICT out_tr, double *FS_RESTRICT out_quad,
@@ -1061,7 +1049,7 @@ static void fs__standardise(const fs_network *net, const double *q, double *buf)
 
 /* H[p*s + i] = a_i(x_p): outer loop over blocks of hidden rows (kept in L1),
  * inner loop over the points. */
-FS__CLONES
+FS_CLONES
 static void fs__features_kernel(const fs_network *net, size_t n, const double *Q,
                                 double *FS_RESTRICT H, double *FS_RESTRICT xbuf)
 {
@@ -1082,7 +1070,7 @@ static void fs__features_kernel(const fs_network *net, size_t n, const double *Q
 }
 
 /* A[k*s + i] = d a_i / d q_k for one standardised point x. */
-FS__CLONES
+FS_CLONES
 static void fs__grad_features_kernel(const fs_network *net, const double *x,
                                      double *FS_RESTRICT A)
 {
@@ -1366,7 +1354,7 @@ int fs_network_grad_features_batch(const fs_network *net, size_t n,
     return FS_OK;
 }
 
-FS__CLONES
+FS_CLONES
 static void fs__exp_array(size_t n, const double *x, double *FS_RESTRICT out, int scalar)
 {
     size_t i = 0;

@@ -1,0 +1,29 @@
+/* fs_kernel.h: compiler switches shared by the vectorised kernel files
+ * (fs_glm.c, fs_network.c, fs_mlp.c, fs_greville.c).  Private to csrc/.
+ *
+ * FS_CLONES: function multi-versioning.  GCC >= 11 on x86-64 with glibc
+ *   (ifunc) compiles a hot kernel for AVX-512, x86-64-v3 (AVX2 + FMA) and
+ *   the baseline, and picks one at load time, so a portable -O3 wheel still
+ *   runs AVX2 / AVX-512 code; elsewhere (or with FS_NO_TARGET_CLONES) one
+ *   generic version.
+ * FS__INLINE: helpers called from the multi-versioned kernels must be
+ *   inlined into them, or they would run the baseline ISA (and pass
+ *   vectors in memory).
+ */
+#ifndef FS_KERNEL_H
+#define FS_KERNEL_H
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
+    defined(__GLIBC__) && (__GNUC__ >= 11) && !defined(FS_NO_TARGET_CLONES)
+#  define FS_CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
+#else
+#  define FS_CLONES
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define FS__INLINE static inline __attribute__((always_inline))
+#else
+#  define FS__INLINE static inline
+#endif
+
+#endif /* FS_KERNEL_H */
