@@ -58,30 +58,18 @@ import argparse
 import math
 import os
 import platform
-import sys
 import time
 
 import numpy as np
 
 import fastsurrogate as fs
+from _benchutil import log, cpu_model  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
 def machine_lines():
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    model = cpu_model()
     return [
         f"- machine: platform.processor() = {platform.processor()!r}, "
         f"os.cpu_count() = {os.cpu_count()}, machine = {platform.machine()}, "

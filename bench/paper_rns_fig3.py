@@ -54,31 +54,19 @@ import argparse
 import math
 import os
 import platform
-import sys
 import time
 
 import numpy as np
 
 import fastsurrogate as fs
+from _benchutil import log, cpu_model  # noqa: E402
 
 DIM = 32
 STUCK = 0.05          # acceptance below this: the chain is (nearly) stuck
 
 
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
 def machine_lines():
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    model = cpu_model()
     load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",) * 3
     return [
         f"- machine: platform.processor() = {platform.processor()!r}, "

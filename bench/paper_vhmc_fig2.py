@@ -43,12 +43,12 @@ Bars (issue 4): KL falls as s grows, and KL < 0.05 nats at s = 100.
 import argparse
 import os
 import platform
-import sys
 import time
 
 import numpy as np
 
 import fastsurrogate as fs
+from _benchutil import log, cpu_model  # noqa: E402
 from fastsurrogate.approximation import (grid, kl_divergence_grid,
                                          score_matching_distance_grid)
 
@@ -56,20 +56,8 @@ SIZES = (10, 20, 50, 100, 200)
 ALBERT_BOX = [(-8.0, -4.5), (3.0, 16.5)]
 
 
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
 def machine_lines():
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    model = cpu_model()
     return [f"- machine: {os.cpu_count()} CPUs ({model or 'unknown'}), python "
             f"{platform.python_version()}, numpy {np.__version__}, fastsurrogate {fs.__version__}; "
             f"load average at start {', '.join(f'{x:.2f}' for x in os.getloadavg())}"]

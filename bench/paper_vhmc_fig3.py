@@ -35,19 +35,15 @@ seeds (data fixed).
 import argparse
 import os
 import platform
-import sys
 import time
 
 import numpy as np
 
 import fastsurrogate as fs
+from _benchutil import log  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUDGETS = (30, 100, 300, 1000, 3000, 10000, 30000, 100000)
-
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
 
 
 def rmse(a, b):

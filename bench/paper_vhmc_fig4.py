@@ -49,19 +49,15 @@ time-normalised mean ESS at least 10x HMC's.
 import argparse
 import os
 import platform
-import sys
 import time
 
 import numpy as np
 
 import fastsurrogate as fs
+from _benchutil import log  # noqa: E402
 from fastsurrogate.diagnostics import relative_error_mean, relative_error_cov, ess_bulk, mcse_mean
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
 
 
 def load_or_run_truth(model, lap, args):

@@ -1,0 +1,19 @@
+"""Helpers shared by the paper bench scripts (run as ``python bench/<script>.py``)."""
+import sys
+
+
+def log(msg):
+    """Progress message to stderr (the tables go to stdout or --out)."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+def cpu_model():
+    """The CPU's model name from /proc/cpuinfo, or "" where there is none."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
