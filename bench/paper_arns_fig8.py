@@ -44,15 +44,19 @@ no adaptation, one chain started at beta = 0.
    time includes exploration and (ARNS) training.  Each sampler runs ONCE for
    the largest budget; the time at which a state is done is mapped from the
    per-phase timings assuming a constant cost per iteration within a phase
-   (exploration: t_explore / 500 per iteration; sampling: t_sample / n_draws).
-   The ARNS per-iteration cost is constant in expectation: one exact U, the
-   surrogate leapfrog, and an O(s^2) trainer update per state, independent of
-   how many states were absorbed, unless a batch re-solve happens (the count
-   is printed).  Bar: ARNS's REM below HMC's at a fixed budget.
+   (exploration: t_explore / 500 per iteration; HMC sampling: t_sample /
+   n_draws), and for ARNS from the clock marks it records at the end of every
+   chunk (``info["sample_clock"]``).  While ARNS adapts, an iteration costs
+   one exact U, the surrogate leapfrog, and an O(s^2) trainer update per
+   state; with ``--max-points`` the updates stop after that many points
+   (finite adaptation; the chain stays exact) and an iteration costs one
+   exact U and the surrogate leapfrog.  Bar: ARNS's REM below HMC's at a
+   fixed budget.
 
 The run lengths are set from a short pilot of each sampler; if the machine
 slows down so that a run ends before a budget, that budget's entry says so.
-One run, one seed, on a shared machine: REM of a single chain is itself random.
+REM of a single chain is itself random: ``--replicates R`` repeats both runs
+with R independent seeds and reports the mean REM per budget.
 """
 import argparse
 import math
@@ -117,7 +121,8 @@ def make_hmc(model, args):
 
 def make_arns(model, args):
     return fs.ARNSHMC(model, n_start=args.n_start, n_hidden=args.n_hidden, step_size=args.step,
-                      n_steps=args.n_steps, random_n_steps=True, metric="unit", adapt=False)
+                      n_steps=args.n_steps, random_n_steps=True, metric="unit", adapt=False,
+                      update_every=args.update_every, max_points=args.max_points)
 
 
 def phase_times(res):
@@ -136,7 +141,15 @@ def chain_clock(res):
     nw, ns = res.warmup_draws.shape[1], res.n_draws
     t_w, t_tr, t_s = float(t.get("warmup", 0.0)), float(t.get("train", 0.0)), float(t["sample"])
     tw = t_w * np.arange(1, nw + 1) / nw
-    ts = t_w + t_tr + t_s * np.arange(1, ns + 1) / ns
+    marks = res.info.get("sample_clock")
+    if marks is not None and len(marks[0]):
+        # ARNS records (iteration, seconds) at every chunk's end: piecewise
+        # linear within chunks (the cost per iteration changes when the
+        # online updates stop)
+        it, sec = marks[0][:, 0], marks[0][:, 1]
+        ts = t_w + t_tr + np.interp(np.arange(1, ns + 1), np.r_[0.0, it], np.r_[0.0, sec])
+    else:
+        ts = t_w + t_tr + t_s * np.arange(1, ns + 1) / ns
     return np.concatenate([res.warmup_draws[0], res.draws[0]]), np.concatenate([tw, ts])
 
 
@@ -166,6 +179,10 @@ def main():
     ap.add_argument("--burn-in", type=int, default=300,
                     help="first states of the (shared) exploration chain left out of the REM")
     ap.add_argument("--window", type=int, default=250)
+    ap.add_argument("--update-every", type=int, default=10,
+                    help="ARNS iterations per online update chunk")
+    ap.add_argument("--max-points", type=int, default=None,
+                    help="ARNS: stop the online updates after this many points (default: never)")
     ap.add_argument("--step", type=float, default=0.045)
     ap.add_argument("--n-steps", type=int, default=6)
     ap.add_argument("--n-obs", type=int, default=100000)
@@ -173,6 +190,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--data-seed", type=int, default=1)
     ap.add_argument("--seed", type=int, default=2017)
+    ap.add_argument("--replicates", type=int, default=1,
+                    help="independent (HMC, ARNS) pairs for the REM table (seeds seed + 7919 r); "
+                         "the acceptance table shows the first")
     args = ap.parse_args()
     budgets = sorted(args.budgets or ([5.0, 10.0] if args.quick else [10.0, 20.0, 40.0, 80.0]))
     n_truth = args.truth_iter or (3000 if args.quick else 50000)
@@ -200,6 +220,10 @@ def main():
     c_hmc = phase_times(p)[1]
     p = make_arns(model, args).sample(250, args.explore, **run_kw)
     pre_arns, c_arns = phase_times(p)
+    if args.max_points:
+        # once the updates stop an iteration is cheaper: size the run by that cost
+        fixed = argparse.Namespace(**{**vars(args), "max_points": args.n_start})
+        c_arns = min(c_arns, phase_times(make_arns(model, fixed).sample(250, args.explore, **run_kw))[1])
     # 1.5x margin: the machine is shared, and a pilot's cost per iteration is only a guess
     n_hmc = int(1.5 * max(bmax - args.explore * c_hmc, 0) / c_hmc) + 100
     n_arns = int(1.5 * max(bmax - pre_arns, 0) / c_arns) + 100
@@ -229,13 +253,23 @@ def main():
         win_rows.append((k * w, (k + 1) * w, ma, mh))
     bar_a = first is not None and first <= 3000
 
-    # (b) REM at fixed wall time
+    # (b) REM at fixed wall time, for every replicate pair
+    pairs = [(hmc, arns)]
+    for r in range(1, args.replicates):
+        kw = dict(run_kw, seed=args.seed + 7919 * r)
+        log(f"replicate {r}: exact HMC and ARNS-HMC, seed {kw['seed']} ...")
+        pairs.append((make_hmc(model, args).sample(n_hmc, args.explore, **kw),
+                      make_arns(model, args).sample(n_arns, args.explore, **kw)))
     rem_rows = []
+    rep_rows = []
     for b in budgets:
         row = [b]
         for res in (hmc, arns):
             row.append(rem_at(res, b, args.burn_in, tmean))
         rem_rows.append(row)
+        reps = [(rem_at(h, b, args.burn_in, tmean)[1], rem_at(a, b, args.burn_in, tmean)[1])
+                for h, a in pairs]
+        rep_rows.append((b, reps))
 
     pre_h, per_h = phase_times(hmc)
     pre_a, per_a = phase_times(arns)
@@ -249,8 +283,10 @@ def main():
         f"adapt=False; one chain per sampler, seed {args.seed}, start at beta = 0",
         f"- ARNS-HMC: n_start = {args.n_start}, n_hidden = {args.n_hidden} (softplus), exploration = "
         f"{args.explore} exact iterations (HMC uses the same {args.explore} as burn-in; the two "
-        f"exploration chains are {'identical' if same_explore else 'NOT identical'}), update_every = 10, "
-        f"switch probability t^-0.5",
+        f"exploration chains are {'identical' if same_explore else 'NOT identical'}), update_every = {args.update_every}, "
+        f"switch probability t^-0.5, online updates "
+        + (f"stop after {args.max_points} points (at iteration {arns.info['adaptation_stopped'][0]})"
+           if args.max_points else "for the whole run"),
         f"- truth: posterior mean of {int(truth['n_iter'])} exact-HMC iterations ({truth_src}); "
         f"its own Monte Carlo error is about REM {truth_floor:.2g}",
         f"- exact HMC: exploration {pre_h:.2f} s, {hmc.n_draws} draws at {per_h * 1e3:.2f} ms/iter, "
@@ -287,7 +323,8 @@ def main():
           f"REM of all states after the first {args.burn_in} of the chain (the shared exploration "
           "states, then each sampler's own) that are done when the wall clock reaches the budget; "
           "elapsed time includes exploration and training; the time of each state is mapped "
-          "linearly within each phase from the per-phase timings (see the docstring).",
+          "linearly within each phase from the per-phase timings (ARNS: within each chunk, "
+          "from the clock marks it records; see the docstring).",
           "",
           "| budget s | HMC states | HMC REM | ARNS states | ARNS REM | lower |",
           "|---:|---:|---:|---:|---:|---|"]
@@ -309,6 +346,17 @@ def main():
           + ("MET at " + ", ".join(f"{b:g} s" for b, ok in zip(budgets, wins) if ok)
              if any(wins) else "NOT MET at any budget")
           + f".  Truth error floor ~{truth_floor:.2g}."]
+    if len(pairs) > 1:
+        L += ["", f"### REM over {len(pairs)} independent replicate pairs (the first is the table above)",
+              "", "| budget s | HMC REM mean | ARNS REM mean | ARNS lower in |", "|---:|---:|---:|---|"]
+        for b, reps in rep_rows:
+            ok = [(h, a) for h, a in reps if h is not None and a is not None]
+            if not ok:
+                L.append(f"| {b:g} | - | - | - |")
+                continue
+            hm = float(np.mean([h for h, _ in ok]))
+            am = float(np.mean([a for _, a in ok]))
+            L.append(f"| {b:g} | {hm:.4f} | {am:.4f} | {sum(a < h for h, a in ok)} of {len(ok)} |")
     report = "\n".join(L) + "\n"
     print(report)
     if args.out:

@@ -531,3 +531,43 @@ def test_compiled_models_pickle_round_trip():
         u0, g0 = o.value_and_grad(q)
         u1, g1 = t.value_and_grad(q)
         assert u0 == u1 and np.array_equal(g0, g1), type(o).__name__
+
+
+# ---- datasets.random_projection -------------------------------------------
+
+def test_random_projection_matches_numpy():
+    rng = np.random.default_rng(0)
+    X = (rng.random((300, 20)) < 0.3).astype(float)
+    Z = datasets.random_projection(X, 5, seed=4)
+    R = np.random.default_rng(4).standard_normal((20, 5)) / np.sqrt(5)
+    P = X @ R
+    ref = np.hstack([np.ones((300, 1)), (P - P.mean(0)) / P.std(0)])
+    np.testing.assert_allclose(Z, ref, rtol=1e-12, atol=1e-12)
+    # standardised inputs first: the same projection of the standardised X
+    Zs = datasets.random_projection(X, 5, seed=4, standardize=False, intercept=False,
+                                    standardize_input=True)
+    np.testing.assert_allclose(Zs, ((X - X.mean(0)) / X.std(0)) @ R, rtol=1e-12, atol=1e-12)
+    assert Zs.flags.c_contiguous and Z.flags.c_contiguous
+
+
+def test_random_projection_standardize_input_removes_intercept_collinearity():
+    # one-hot groups (as in a9a): every row has the same number of ones, so
+    # the raw projected columns share a constant component with the intercept
+    rng = np.random.default_rng(1)
+    cols = []
+    for g in [2, 3, 5, 8, 8, 10, 12, 16]:
+        p = rng.dirichlet(np.full(g, 0.7))
+        onehot = np.zeros((3000, g))
+        onehot[np.arange(3000), rng.choice(g, 3000, p=p)] = 1.0
+        cols.append(onehot)
+    X = np.hstack(cols)
+    cond = {pre: np.linalg.cond(datasets.random_projection(X, 30, seed=2, standardize_input=pre))
+            for pre in (False, True)}
+    assert cond[True] < 0.6 * cond[False], cond
+
+
+def test_random_projection_errors():
+    with pytest.raises(ValueError, match="2-d"):
+        datasets.random_projection(np.ones(5), 2)
+    with pytest.raises(ValueError, match="k"):
+        datasets.random_projection(np.ones((5, 3)), 0)

@@ -30,7 +30,9 @@ def logistic():
 @pytest.mark.parametrize("method, kw", [
     ("rns-hmc", dict(n_hidden=300)),
     ("rns-hmc", dict(n_hidden=300, delayed_acceptance=True, training="accepted")),
+    ("rns-hmc", dict(n_hidden=300, base="laplace")),
     ("arns-hmc", dict(n_hidden=200, n_start=200)),
+    ("arns-hmc", dict(n_hidden=200, n_start=200, max_points=600)),
 ])
 def test_surrogate_samplers_match_exact_hmc_on_logistic(logistic, method, kw):
     model, ref = logistic
@@ -43,6 +45,23 @@ def test_surrogate_samplers_match_exact_hmc_on_logistic(logistic, method, kw):
     assert res.acceptance_rate.mean() > 0.8 * ref.acceptance_rate.mean()
     assert res.surrogate is not None and res.surrogate.dim == model.dim
     assert {"warmup", "sample", "train"} <= set(res.timings)
+    if kw.get("base"):
+        assert isinstance(res.surrogate, fs.WeightedSum)
+        base = res.info["base"]
+        assert isinstance(base, fs.models.Gaussian)
+        # the surrogate is base + network: its gradient at the posterior mean
+        # is near the exact one, and the base alone is a Gaussian there
+        q = ref.draws.mean(axis=(0, 1))
+        g, gb = res.surrogate.grad(q), base.grad(q)
+        assert np.linalg.norm(g - model.grad(q)) < 0.2 * np.linalg.norm(gb - model.grad(q)) + 1.0
+    if kw.get("max_points"):
+        for k in range(4):
+            stop = res.info["adaptation_stopped"][k]
+            assert stop is not None and 0 < stop < 4000
+            assert res.info["n_seen"][k] == kw["max_points"]
+            assert res.info["switch_iterations"][k][-1] == stop
+            it, sec = res.info["sample_clock"][k].T
+            assert it[-1] == 4000 and np.all(np.diff(it) > 0) and np.all(np.diff(sec) >= 0)
     if kw.get("delayed_acceptance"):
         assert res.info["exact_evaluations_saved"] > 0
         assert res.info["exact_evaluations"] + res.info["exact_evaluations_saved"] == 4 * 4000
@@ -124,3 +143,15 @@ def test_rns_argument_errors():
         fs.RNSHMC(model).sample(10, n_warmup=5, progress=False)
     with pytest.raises(ValueError, match="exponent"):
         fs.ARNSHMC(model, exponent=2.0)
+    with pytest.raises(ValueError, match="max_points"):
+        fs.ARNSHMC(model, n_start=100, max_points=50)
+    with pytest.raises(ValueError, match="base"):
+        fs.ARNSHMC(model, base="laplace")
+    with pytest.raises(ValueError, match="base"):
+        fs.RNSHMC(model, base="laplace", surrogate=fs.models.StandardNormal(2))
+    with pytest.raises(ValueError, match="dim"):
+        fs.RNSHMC(model, base=fs.models.StandardNormal(3))
+    with pytest.raises(ValueError, match="base"):
+        fs.RNSHMC(model, base="gaussian")
+    with pytest.raises(TypeError):
+        fs.RNSHMC(model, base=np.eye(2))

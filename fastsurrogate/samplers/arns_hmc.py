@@ -14,12 +14,16 @@ Phases (per chain)
    t^(-exponent), t the iterations since the start (a_t -> 0, sum a_t =
    infinity for exponent <= 1), so adaptation
    vanishes and the chain stays ergodic for the exact target.
+   With ``max_points`` the updates stop once the trainer has seen that
+   many points: finite adaptation, after which the surrogate is fixed.
 
 The loop runs in chunks of ``update_every`` iterations in C; after each
 chunk the trainer absorbs the chunk's states and one coin with probability
 1 - prod(1 - a_t) over the chunk decides the switch (the per-iteration coins
 of Algorithm 4, collapsed to the chunk).
 """
+import time
+
 import numpy as np
 
 from .._blas_threads import blas_threads
@@ -57,6 +61,14 @@ class ARNSHMC(RNSHMC):
     resync_every : int
         Re-solve the output layer by a batch solve over all points every
         this many updates (0: never); bounds rounding drift.
+    max_points : int or None
+        Stop the online updates once the trainer has seen this many points
+        (start set included) and switch, once, to the final weights; the
+        surrogate is then fixed for the rest of the run.  Adaptation that
+        stops after a finite time keeps the chain exact (from then on it is a
+        time-homogeneous HMC kernel with the exact Metropolis test), and the
+        rest of the run no longer pays the O(s^2) update per point.  None
+        (default): the paper's Algorithm 4, updates for the whole run.
     online_data : {"proposals", "states"}
         What feeds the online trainer: every iteration's proposal with its
         exact U (computed anyway by the Metropolis test; the default), or the
@@ -71,7 +83,10 @@ class ARNSHMC(RNSHMC):
     method = "arns-hmc"
 
     def __init__(self, potential, *, n_start=200, update_every=10, exponent=0.5,
-                 online_ridge=None, resync_every=0, online_data="proposals", **options):
+                 online_ridge=None, resync_every=0, online_data="proposals", max_points=None,
+                 **options):
+        if options.get("base") is not None:
+            raise ValueError("ARNS-HMC has no base option: its online trainer fits U itself")
         options.setdefault("guard", None)
         # the start set is small (n_start points): a held-out choice of the
         # input scale on a fifth of it is unreliable, so fixed values are the
@@ -92,14 +107,20 @@ class ARNSHMC(RNSHMC):
         if online_data not in ("proposals", "states"):
             raise ValueError("online_data must be 'proposals' or 'states'")
         self.online_data = online_data
+        self.max_points = None if max_points is None else check_int("max_points", max_points,
+                                                                     self.n_start)
 
     def sample(self, n_draws=1000, n_warmup=400, *, chains=1, seed=None, init=None,
                progress=True, keep_warmup=True):
         """Explore for n_warmup exact iterations, start the surrogate from the
         last n_start states, then adapt-and-sample for n_draws iterations.
 
-        ``info`` holds per-chain switch iterations and the trainer's final
-        number of points.
+        ``info`` holds per-chain switch iterations, the trainer's final
+        number of points, the iteration at which the online updates stopped
+        (``max_points``; None when they ran to the end) and ``sample_clock``:
+        per chain, (iteration, seconds since the sampling phase began) pairs
+        at the end of each chunk, since the cost per iteration drops when the
+        updates stop.
         """
         n_draws = check_int("n_draws", n_draws, 0)
         n_warmup = check_int("n_warmup", n_warmup, self.n_start)
@@ -116,6 +137,8 @@ class ARNSHMC(RNSHMC):
         switches = [[] for _ in range(chains)]
         n_seen = [0] * chains
         resyncs = [0] * chains
+        stopped = [None] * chains
+        clocks = [[] for _ in range(chains)]
 
         def worker(ctx):
             k = ctx.index
@@ -148,9 +171,15 @@ class ARNSHMC(RNSHMC):
             trace = main[k]
             t, i = 0, 0
             with ctx.phase("sample"):
+                t_start = time.perf_counter()
+                adapting = self.max_points is None or trainer.n_seen < self.max_points
                 while i < n_draws:
-                    first, end = i, min(i + self.update_every, n_draws)
+                    span = self.update_every if adapting else max(self.update_every, 250)
+                    first, end = i, min(i + span, n_draws)
                     i = ctx.run_span(chain, trace, first, end, "sample")
+                    clocks[k].append((i, time.perf_counter() - t_start))
+                    if not adapting:
+                        continue
                     if self.online_data == "proposals":
                         Qn = trace["proposals"][first:i]
                         Un = trace["proposal_potential"][first:i]
@@ -159,6 +188,9 @@ class ARNSHMC(RNSHMC):
                         Un = trace["potential"][first:i]
                     ok = np.isfinite(Un)
                     Qn, Un = Qn[ok], Un[ok]
+                    if self.max_points is not None:
+                        room = self.max_points - trainer.n_seen
+                        Qn, Un = Qn[:room], Un[:room]
                     hist_Q.append(Qn)
                     hist_U.append(Un)
                     if Qn.shape[0]:
@@ -167,6 +199,13 @@ class ARNSHMC(RNSHMC):
                                                 np.concatenate(hist_U) - offset))
                     ts = np.arange(t + 1, t + (i - first) + 1, dtype=float)
                     t += i - first
+                    if self.max_points is not None and trainer.n_seen >= self.max_points:
+                        # finite adaptation: the final weights, from here on fixed
+                        _set_weights(net, trainer.weights, offset)
+                        switches[k].append(i)
+                        stopped[k] = i
+                        adapting = False
+                        continue
                     a = ts ** (-self.exponent)
                     if gen.uniform() < 1.0 - np.prod(1.0 - a):
                         _set_weights(net, trainer.weights, offset)
@@ -184,7 +223,8 @@ class ARNSHMC(RNSHMC):
                 worker, chains, chains * (n_warmup + n_draws), self.potential.thread_safe,
                 progress, self.method)
         info = {"switch_iterations": switches, "n_seen": n_seen, "n_start": self.n_start,
-                "batch_resolves": resyncs}
+                "batch_resolves": resyncs, "adaptation_stopped": stopped,
+                "sample_clock": [np.array(c, dtype=float).reshape(-1, 2) for c in clocks]}
         res = self._result(warm, main, ctxs, chain_objs, interrupted or error is not None,
                            keep_warmup, info=info, surrogate=nets[0])
         res.info["surrogates"] = nets

@@ -23,6 +23,9 @@ import time
 import numpy as np
 
 from .._hmc import Chain, new_trace
+from .._models import Gaussian
+from .._potential import WeightedSum
+from ..surrogates.laplace import laplace_approximation
 from ..surrogates.random_network import train_random_network
 from ._base import (chain_generators, initial_points, run_chains, check_int, check_positive)
 from .hmc import HMC
@@ -91,6 +94,18 @@ class RNSHMC(HMC):
     surrogate : Potential, optional
         Use this surrogate instead of training one (e.g. a GP surrogate, or a
         network from an earlier run); the exploration still runs for warm-up.
+    base : None, "laplace" or Potential
+        Fit the network to the residual U - B of a base potential B and drive
+        the leapfrog with B + network (a :class:`WeightedSum`).  "laplace":
+        B is the Laplace approximation of the target (MAP by optimisation
+        from the best exploration state, Hessian from the model or finite
+        differences; :func:`fastsurrogate.surrogates.laplace_approximation`).
+        Not in the paper.  In tens of dimensions a few thousand random
+        features fitted to U values miss much of the curvature that the
+        leapfrog needs; with the quadratic taken out, the network only has
+        to learn the non-Gaussian remainder.  None (default): the paper's
+        network alone.  ``result.surrogate`` is then the sum, and
+        ``result.info["base"]`` the base.
     **hmc_options
         step_size, n_steps, random_n_steps, metric, adapt, target_accept,
         max_energy_error, as for :class:`HMC`.
@@ -111,7 +126,7 @@ class RNSHMC(HMC):
     def __init__(self, potential, *, n_hidden=1000, activation="softplus", ridge="auto",
                  standardize=True, input_scale="auto", training="states", train_from=0.2,
                  delayed_acceptance=False, guard=0.5, guard_window=200,
-                 guard_action="retrain", surrogate=None, **hmc_options):
+                 guard_action="retrain", surrogate=None, base=None, **hmc_options):
         super().__init__(potential, **hmc_options)
         self.n_hidden = check_int("n_hidden", n_hidden, 1)
         if activation not in ("softplus", "sigmoid", "tanh", "rbf"):
@@ -141,6 +156,16 @@ class RNSHMC(HMC):
             if surrogate.dim != potential.dim:
                 raise ValueError(f"surrogate has dim {surrogate.dim}; the potential has {potential.dim}")
         self.surrogate = surrogate
+        if isinstance(base, str) and base != "laplace":
+            raise ValueError(f'base must be None, "laplace" or a Potential, got {base!r}')
+        if base is not None and not isinstance(base, str):
+            self._check_potential(base)
+            if base.dim != potential.dim:
+                raise ValueError(f"base has dim {base.dim}; the potential has {potential.dim}")
+        elif isinstance(base, str) and surrogate is not None:
+            raise ValueError("base and surrogate exclude each other: a given surrogate is used as is")
+        self.base = base
+        self._base_pot = None if isinstance(base, str) else base
 
     # -- phases ---------------------------------------------------------------
     def _n_adapt(self, n_warmup):
@@ -167,11 +192,22 @@ class RNSHMC(HMC):
         return Q[ok], U[ok]
 
     def train(self, Q, U, seed):
+        """The surrogate fitted to (Q, U): the network, or base + network."""
         if Q.shape[0] < 2:
             raise RuntimeError("the exploration phase produced fewer than 2 training points")
-        return train_random_network(Q, U, n_hidden=self.n_hidden, activation=self.activation,
-                                    ridge=self.ridge, standardize=self.standardize,
-                                    input_scale=self.input_scale, seed=seed)
+        base = self._base_pot
+        if base is not None:
+            U = U - np.array([base.value(q) for q in Q])
+        net = train_random_network(Q, U, n_hidden=self.n_hidden, activation=self.activation,
+                                   ridge=self.ridge, standardize=self.standardize,
+                                   input_scale=self.input_scale, seed=seed)
+        return net if base is None else WeightedSum([net, base], [1.0, 1.0])
+
+    def _laplace_base(self, Q, U):
+        """The Laplace approximation of the target as a Gaussian potential."""
+        best = Q[int(np.argmin(U))]
+        lap = laplace_approximation(self.potential, best)
+        return Gaussian(lap.mean, lap.cov)
 
     def exploit(self, chain, trace, ctx, n_draws, net, explore_acc, Q, U, events, seed):
         """Surrogate-driven sampling with the guard; returns the chain in use."""
@@ -254,8 +290,12 @@ class RNSHMC(HMC):
         explore_acc = [float(t["accept_prob"][start:].mean()) if n_warmup > start else 1.0
                        for t in warm]
         t0 = time.perf_counter()
+        if isinstance(self.base, str):          # this run's own Laplace approximation
+            self._base_pot = self._laplace_base(Q, U)
         net = self.surrogate if self.surrogate is not None else self.train(Q, U, net_seed)
         t_train = time.perf_counter() - t0
+        if self._base_pot is not None:
+            info["base"] = self._base_pot
         info.update(n_train=int(Q.shape[0]), exploration_acceptance=explore_acc,
                     train_rmse=getattr(net, "info", {}).get("train_rmse") if hasattr(net, "info") else None)
         events = []
