@@ -24,7 +24,10 @@ max over parameters (Geyer's initial monotone sequence, 5000 draws),
 s/iter (sampling phase), min ESS/s, speed-up in min ESS/s over HMC.  Also
 printed: the cost ratio (HMC s/iter over the method's s/iter) and the
 acceptance bars of the issue: speed-up >= 0.8 x cost ratio and AP >= 0.9 x
-HMC's (sim), speed-up >= 10 (bank), AP >= 0.8 x HMC's (a9a).
+HMC's (sim), speed-up >= 10 (bank), AP >= 0.8 x HMC's (a9a, a9a-std; for
+the network alone and for the extra "Laplace base" row, which is not the
+paper's method: ``base="laplace"`` fits the network to U minus the Laplace
+approximation and drives the leapfrog with their sum).
 """
 import argparse
 import os
@@ -48,9 +51,20 @@ PROBLEMS = {
 # default per-coordinate standardisation the surrogate's gradient is ~100 %
 # off there and RNS-HMC accepts nothing.  Whitened inputs and a larger ridge
 # (chosen by trial on this data set: 1e-6, 1e-4, 1e-3, 1e-2 x input scale
-# 0.05, 0.2, 0.5) are the best found.
+# 0.05, 0.2, 0.5) are the best found.  a9a-std: chosen by the same kind of
+# trial (ridge 1e-8..1e-3 x input scale 0.05..0.35, 1500 draws, seed 2017:
+# acceptance 0.33..0.52); check another seed with --seed.
 SURROGATE = {
     "a9a": dict(standardize="whiten", ridge=1e-4, input_scale=0.2),
+    "a9a-std": dict(standardize="whiten", ridge=1e-6, input_scale=0.1),
+}
+# Extra RNS-HMC rows (not the paper's method): the network fitted to the
+# residual of the Laplace approximation, drive = Laplace + network.
+EXTRA = {
+    "a9a": {"RNS-HMC, Laplace base": dict(base="laplace", standardize="whiten", ridge=1e-4,
+                                          input_scale=0.2)},
+    "a9a-std": {"RNS-HMC, Laplace base": dict(base="laplace", standardize="whiten", ridge=1e-4,
+                                              input_scale=0.2)},
 }
 
 
@@ -90,6 +104,9 @@ def run(name, quick, threads, seed):
                                **sur, **common)
     out["RNS-HMC+DA"] = fs.sample(model, method="rns-hmc", n_hidden=cfg["n_hidden"], guard=None,
                                   delayed_acceptance=True, **sur, **common)
+    for label, opts in EXTRA.get(name, {}).items():
+        out[label] = fs.sample(model, method="rns-hmc", n_hidden=cfg["n_hidden"], guard=None,
+                               **opts, **common)
     out["ARNS-HMC"] = fs.sample(model, method="arns-hmc", n_hidden=cfg["n_hidden"],
                                 n_start=200, **common)
     return X.shape, cfg, out
@@ -119,14 +136,17 @@ def table(name, shape, cfg, out):
     elif name == "bank":
         lines.append(f"\nbar: speed-up {f['speedup']:.1f} >= 10: {'met' if f['speedup'] >= 10 else 'NOT met'}")
     else:
-        lines.append(f"\nbar: AP {f['ap']:.3f} >= 0.8 x HMC's {h['ap']:.3f}: "
-                     f"{'met' if f['ap'] >= 0.8 * h['ap'] else 'NOT met'}; speed-up {f['speedup']:.1f}")
+        for label in ["RNS-HMC"] + list(EXTRA.get(name, {})):
+            f = figures[label]
+            lines.append(f"\nbar ({label}): AP {f['ap']:.3f} >= 0.8 x HMC's {h['ap']:.3f}: "
+                         f"{'met' if f['ap'] >= 0.8 * h['ap'] else 'NOT met'}; "
+                         f"speed-up {f['speedup']:.1f}")
     return "\n".join(lines)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--problems", nargs="+", default=["sim", "bank", "a9a"])
+    ap.add_argument("--problems", nargs="+", default=["sim", "bank", "a9a", "a9a-std"])
     ap.add_argument("--quick", action="store_true", help="1000 burn-in + 1000 draws")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=2017)
