@@ -65,7 +65,16 @@ def acceptance(model, drive, d, seed, n_iter=2000):
     else:
         res = fs.NNGHMC(model, surrogate=drive, **kw).sample(
             n_iter, n_warmup=0, chains=2, seed=seed, init=init, progress=False)
-    return float(res.acceptance_rate.mean())
+    return res.stats["accept_prob"]          # (chains, n_iter)
+
+
+def paired(a, b, n_batches=20):
+    """Mean of a - b (paired acceptance probabilities, same seeds and starts)
+    and its standard error by batch means (n_batches per chain)."""
+    diff = np.asarray(a) - np.asarray(b)
+    m = diff.shape[1] // n_batches
+    batches = diff[:, :m * n_batches].reshape(diff.shape[0], n_batches, m).mean(axis=2).ravel()
+    return float(diff.mean()), float(batches.std(ddof=1) / np.sqrt(batches.size))
 
 
 def run_dim(d, points, seed):
@@ -75,7 +84,7 @@ def run_dim(d, points, seed):
     chain.sample(1000, n_warmup=0, chains=1, seed=seed,
                  init=np.random.default_rng(seed + 1).standard_normal(d), progress=False)
     Q, G, _ = rec.points()
-    row = {"d": d, "hmc": acceptance(model, None, d, seed + 3), "pool": Q.shape[0]}
+    row = {"d": d, "hmc": float(acceptance(model, None, d, seed + 3).mean()), "pool": Q.shape[0]}
     for n in points:
         idx = np.random.default_rng([seed, d, n]).choice(Q.shape[0], size=n, replace=False)
         t0 = time.perf_counter()
@@ -87,9 +96,11 @@ def run_dim(d, points, seed):
         u = np.array([model.value(q) for q in Q[idx]])     # the recorder keeps U only at
         gp = fit_gp(Q[idx], u, seed=seed, max_iter=1000)    # each trajectory's end
         t_gp = time.perf_counter() - t0
-        row[n] = dict(nn=acceptance(model, net, d, seed + 3),
-                      nn_affine=acceptance(model, net_a, d, seed + 3), gp=acceptance(model, gp.potential, d,
-                                                                         seed + 3),
+        a_nn = acceptance(model, net, d, seed + 3)
+        a_af = acceptance(model, net_a, d, seed + 3)
+        a_gp = acceptance(model, gp.potential, d, seed + 3)
+        row[n] = dict(nn=float(a_nn.mean()), nn_affine=float(a_af.mean()), gp=float(a_gp.mean()),
+                      diff_nn=paired(a_nn, a_gp), diff_nn_affine=paired(a_af, a_gp),
                       t_nn=t_nn, t_gp=t_gp, nn_err=net.info.get("holdout_rel_error", np.nan))
         print(f"d = {d}, n = {n}: NN {row[n]['nn']:.3f} ({t_nn:.1f} s), NN affine start "
               f"{row[n]['nn_affine']:.3f}, GP {row[n]['gp']:.3f} "
@@ -98,20 +109,21 @@ def run_dim(d, points, seed):
 
 
 def _bar(rows, points, key, label):
-    cells = [(r["d"], n, r[n][key] - r[n]["gp"]) for r in rows for n in points]
-    above = [f"d = {d}, {n}" for d, n, x in cells if x > 0.01]
-    ties = [f"d = {d}, {n} ({x:+.3f})" for d, n, x in cells if abs(x) <= 0.01]
-    below = [f"d = {d}, {n} ({x:+.3f})" for d, n, x in cells if x < -0.01]
+    """NN - GP per cell with its paired standard error; 'above' = more than
+    2 SE above, 'below' = more than 2 SE below, else a tie."""
+    cells = [(r["d"], n) + r[n]["diff_" + key] for r in rows for n in points]
+    fmt = [f"d = {d}, {n}: {m:+.4f} +- {se:.4f}" for d, n, m, se in cells]
+    above = {(d, n) for d, n, m, se in cells if m > 2 * se}
+    below = [(d, n) for d, n, m, se in cells if m < -2 * se]
     dims = sorted({r["d"] for r in rows})
-    per_d = {d: any(x > 0.01 for dd, n, x in cells if dd == d) for d in dims}
-    return [f"\n{label} - GP acceptance: above by more than 0.01 in {len(above)} cells "
-            f"({'; '.join(above) or 'none'}); within 0.01 (a tie) in {len(ties)} "
-            f"({'; '.join(ties) or 'none'}); below by more than 0.01 in {len(below)} "
-            f"({'; '.join(below) or 'none'})",
-            f"bar ({label}): NN above GP at every d (by more than 0.01 in at least one training "
-            "size, never below by more than 0.01): "
+    per_d = {d: any(dd == d for dd, n in above) for d in dims}
+    return [f"\n{label} - GP acceptance, paired (same seeds and starts), mean +- batch-means SE: "
+            + "; ".join(fmt),
+            f"bar ({label}): NN above GP at every d (more than 2 SE above in at least one "
+            "training size, never more than 2 SE below): "
             f"{'met' if all(per_d.values()) and not below else 'NOT met'} "
-            f"({', '.join(f'd = {d}: ' + ('above' if v else 'tie') for d, v in per_d.items())})"]
+            f"({', '.join(f'd = {d}: ' + ('above' if v else 'tie') for d, v in per_d.items())}"
+            f"{'; below in ' + str(below) if below else ''})"]
 
 
 def table(rows, points):
