@@ -155,3 +155,15 @@ def test_rns_argument_errors():
         fs.RNSHMC(model, base="gaussian")
     with pytest.raises(TypeError):
         fs.RNSHMC(model, base=np.eye(2))
+
+
+def test_arns_max_points_equal_to_start_set_never_adapts():
+    X, y, _ = fs.datasets.simulate_logistic(2000, 3, seed=0)
+    model = fs.models.LogisticRegression(X, y, prior_sd=10.0)
+    res = fs.ARNSHMC(model, n_hidden=50, n_start=100, max_points=100).sample(
+        300, 200, chains=1, seed=3, progress=False)
+    assert res.info["adaptation_stopped"] == [0]
+    assert res.info["n_seen"] == [100]
+    assert res.info["switch_iterations"] == [[]]
+    it = res.info["sample_clock"][0][:, 0]
+    assert it[-1] == 300

@@ -173,6 +173,8 @@ class ARNSHMC(RNSHMC):
             with ctx.phase("sample"):
                 t_start = time.perf_counter()
                 adapting = self.max_points is None or trainer.n_seen < self.max_points
+                if not adapting:
+                    stopped[k] = 0          # the start set already fills max_points
                 while i < n_draws:
                     span = self.update_every if adapting else max(self.update_every, 250)
                     first, end = i, min(i + span, n_draws)
