@@ -44,9 +44,8 @@ def ar1(phi, chains, draws, dim=None, seed=0, loc=0.0):
 
 
 def cases():
-    for phi in PHIS:
-        for chains, draws in SHAPES:
-            yield pytest.param(phi, chains, draws, id=f"phi{phi}-{chains}x{draws}")
+    return [pytest.param(phi, chains, draws, id=f"phi{phi}-{chains}x{draws}")
+            for phi in PHIS for chains, draws in SHAPES]
 
 
 def draws_for(phi, chains, draws):

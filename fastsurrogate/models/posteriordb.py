@@ -642,12 +642,24 @@ def _posterior_potential_class(Potential):
     return _POTENTIAL_CLASS or None
 
 
+def _quiet(f):
+    """f with NumPy's floating-point warnings off during the call."""
+    def call(q):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return f(q)
+    call.__doc__ = f.__doc__
+    return call
+
+
 def as_potential(model):
     """Wrap a model as a :class:`fastsurrogate.Potential` (a callback potential).
 
     Equivalent to ``Potential.from_callable(model.value_and_grad, model.dim,
-    value=model.value, names=model.param_names)``; when possible the result
-    also carries ``.model`` and its ``.constrain(q)`` calls ``model.constrain``.
+    value=model.value, names=model.param_names)``, with NumPy's floating-point
+    warnings silenced inside the calls (an overflow far out in a warm-up
+    trajectory gives a non-finite value or gradient, which the samplers count
+    as a divergence); when possible the result also carries ``.model`` and
+    its ``.constrain(q)`` calls ``model.constrain``.
     """
     try:
         from fastsurrogate import Potential
@@ -656,10 +668,10 @@ def as_potential(model):
             "as_potential needs the compiled fastsurrogate package "
             "(build it with `pip install -e .` in the repository); the models "
             "themselves work without it") from exc
-    kwargs = dict(value=model.value, names=list(model.param_names))
+    kwargs = dict(value=_quiet(model.value), names=list(model.param_names))
     cls = _posterior_potential_class(Potential)
     if cls is None:
-        return Potential.from_callable(model.value_and_grad, model.dim, **kwargs)
-    pot = cls(model.value_and_grad, model.dim, **kwargs)
+        return Potential.from_callable(_quiet(model.value_and_grad), model.dim, **kwargs)
+    pot = cls(_quiet(model.value_and_grad), model.dim, **kwargs)
     pot.model = model
     return pot
