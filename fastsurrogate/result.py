@@ -117,6 +117,9 @@ class Result:
             names, draws = self.param_names, self.draws
         table = diagnostics.summary(draws, names=names)
         ess = np.asarray(table["ess"], dtype=float)
+        finite = ess[np.isfinite(ess)]       # all NaN when no chain ever moved
+        ess_min, ess_med, ess_max = ((float(finite.min()), float(np.median(finite)),
+                                      float(finite.max())) if finite.size else (np.nan,) * 3)
         secs = self.sampling_seconds()
         table.overall = {
             "method": self.method,
@@ -124,11 +127,11 @@ class Result:
             "draws": self.n_draws,
             "acceptance": float(np.mean(self.acceptance_rate)),
             "divergent": self.n_divergent,
-            "ess_min": float(np.nanmin(ess)),
-            "ess_median": float(np.nanmedian(ess)),
-            "ess_max": float(np.nanmax(ess)),
+            "ess_min": ess_min,
+            "ess_median": ess_med,
+            "ess_max": ess_max,
             "seconds_per_iteration": self.seconds_per_iteration(),
-            "min_ess_per_second": float(np.nanmin(ess)) / secs if secs > 0 else np.nan,
+            "min_ess_per_second": ess_min / secs if secs > 0 else np.nan,
             "timings": dict(self.timings),
             "exact": self.exact,
             "target": self.target,

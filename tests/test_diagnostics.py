@@ -550,3 +550,16 @@ def test_amari_distance_validation():
         dg.amari_distance(np.array([[np.inf, 0.0], [0.0, 1.0]]), np.eye(2))
     with pytest.raises(TypeError):
         dg.amari_distance([["a"]], [["b"]])
+
+
+def test_summary_of_a_chain_that_never_moved_is_nan_without_warnings():
+    import warnings
+    import fastsurrogate as fs
+    res = fs.HMC(fs.models.StandardNormal(2), step_size=50.0, n_steps=3, adapt=False,
+                 metric="unit").sample(40, 0, chains=1, seed=1, init=np.ones((1, 2)),
+                                       progress=False)
+    assert res.stats["accepted"].sum() == 0          # step 50 on N(0, I): nothing moves
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        overall = res.summary().overall
+    assert np.isnan(overall["ess_min"]) and np.isnan(overall["min_ess_per_second"])
