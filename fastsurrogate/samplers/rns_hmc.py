@@ -158,12 +158,12 @@ class RNSHMC(HMC):
         self.surrogate = surrogate
         if isinstance(base, str) and base != "laplace":
             raise ValueError(f'base must be None, "laplace" or a Potential, got {base!r}')
+        if base is not None and surrogate is not None:
+            raise ValueError("base and surrogate exclude each other: a given surrogate is used as is")
         if base is not None and not isinstance(base, str):
             self._check_potential(base)
             if base.dim != potential.dim:
                 raise ValueError(f"base has dim {base.dim}; the potential has {potential.dim}")
-        elif isinstance(base, str) and surrogate is not None:
-            raise ValueError("base and surrogate exclude each other: a given surrogate is used as is")
         self.base = base
         self._base_pot = None if isinstance(base, str) else base
 
