@@ -56,110 +56,10 @@ static int fs__round4(int n) { return (n + 3) & ~3; }
  * that nothing overflows:
  *   softplus(t) = max(t, 0) + log1p(e),  softplus'(t) = 1/(1+e) or e/(1+e)
  *   tanh(|t|)   = -m / (1 + e), m = expm1(-2|t|),  tanh'(t) = 4 e / (1+e)^2
- * exp is evaluated as 2^k (1 + p(r)), x = k log 2 + r, |r| <= log(2)/2, with
- * p(r) = expm1(r) by its Taylor polynomial of degree 13 (truncation below
- * 5e-18 relative); arguments below -708 are raised to -708 (exp is then
- * 3e-308 instead of smaller, which no activation can see). */
+ * exp, expm1 and log1p come from fs_vmath.h (shared with fs_network.c). */
+#include "fs_vmath.h"
+
 #ifdef FS__VEC
-typedef double fs__v4 __attribute__((vector_size(32)));
-typedef int64_t fs__v4i __attribute__((vector_size(32)));
-typedef uint64_t fs__v4u __attribute__((vector_size(32)));
-
-#define FS__LOG2E 1.4426950408889634
-#define FS__LN2_HI 6.93147180369123816490e-01
-#define FS__LN2_LO 1.90821492927058770002e-10
-#define FS__RND 6755399441055744.0            /* 1.5 * 2^52 */
-
-FS__INLINE fs__v4 fs__ld(const double *p)
-{
-    fs__v4 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-FS__INLINE void fs__st(double *p, fs__v4 v) { memcpy(p, &v, sizeof v); }
-
-FS__INLINE fs__v4 fs__set1(double a)
-{
-    const fs__v4 v = {a, a, a, a};
-    return v;
-}
-
-FS__INLINE fs__v4 fs__sel(fs__v4i m, fs__v4 a, fs__v4 b)
-{
-    return (fs__v4)(((fs__v4i)a & m) | ((fs__v4i)b & ~m));
-}
-
-#if defined(__clang__)
-#  define FS__SHUF(a, b, i, j, k, l) __builtin_shufflevector(a, b, i, j, k, l)
-#else
-#  define FS__SHUF(a, b, i, j, k, l) __builtin_shuffle(a, b, (fs__v4i){i, j, k, l})
-#endif
-
-/* lane r = (a_r[0] + a_r[1]) + (a_r[2] + a_r[3]): four row sums at once. */
-FS__INLINE fs__v4 fs__hsum4(fs__v4 a0, fs__v4 a1, fs__v4 a2, fs__v4 a3)
-{
-    const fs__v4 p01 = FS__SHUF(a0, a1, 0, 4, 2, 6) + FS__SHUF(a0, a1, 1, 5, 3, 7);
-    const fs__v4 p23 = FS__SHUF(a2, a3, 0, 4, 2, 6) + FS__SHUF(a2, a3, 1, 5, 3, 7);
-    return FS__SHUF(p01, p23, 0, 1, 4, 5) + FS__SHUF(p01, p23, 2, 3, 6, 7);
-}
-
-FS__INLINE fs__v4 fs__abs(fs__v4 a)
-{
-    const fs__v4u mask = {0x7fffffffffffffffULL, 0x7fffffffffffffffULL,
-                          0x7fffffffffffffffULL, 0x7fffffffffffffffULL};
-    return (fs__v4)((fs__v4u)a & mask);
-}
-
-/* e = exp(x) and m = expm1(x) for x <= 0 (NaN propagates). */
-FS__INLINE void fs__expm1_v(fs__v4 x, fs__v4 *e, fs__v4 *m)
-{
-    fs__v4 kd, k, r, p, s;
-    x = fs__sel(x < -708.0, fs__set1(-708.0), x);
-    kd = x * FS__LOG2E + FS__RND;
-    k = kd - FS__RND;
-    r = (x - k * FS__LN2_HI) - k * FS__LN2_LO;
-    p = fs__set1(1.0 / 6227020800.0);          /* 1/13! */
-    p = p * r + 1.0 / 479001600.0;
-    p = p * r + 1.0 / 39916800.0;
-    p = p * r + 1.0 / 3628800.0;
-    p = p * r + 1.0 / 362880.0;
-    p = p * r + 1.0 / 40320.0;
-    p = p * r + 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = r + (r * r) * p;                       /* expm1(r) */
-    s = (fs__v4)(((fs__v4u)kd + 1023u) << 52); /* 2^k, k >= -1022 */
-    *e = s + s * p;
-    *m = s * p + (s - 1.0);
-}
-
-/* log1p(e) for 0 <= e <= 1: 2 atanh(s), s = e / (2 + e) <= 1/3. */
-FS__INLINE fs__v4 fs__log1p01_v(fs__v4 e)
-{
-    const fs__v4 s = e / (2.0 + e), z = s * s;
-    fs__v4 p = fs__set1(1.0 / 33.0);
-    p = p * z + 1.0 / 31.0;
-    p = p * z + 1.0 / 29.0;
-    p = p * z + 1.0 / 27.0;
-    p = p * z + 1.0 / 25.0;
-    p = p * z + 1.0 / 23.0;
-    p = p * z + 1.0 / 21.0;
-    p = p * z + 1.0 / 19.0;
-    p = p * z + 1.0 / 17.0;
-    p = p * z + 1.0 / 15.0;
-    p = p * z + 1.0 / 13.0;
-    p = p * z + 1.0 / 11.0;
-    p = p * z + 1.0 / 9.0;
-    p = p * z + 1.0 / 7.0;
-    p = p * z + 1.0 / 5.0;
-    p = p * z + 1.0 / 3.0;
-    return 2.0 * s + (2.0 * s) * (z * p);
-}
-
 /* a = act(t), da = act'(t) on four lanes (either output may be NULL; callers
  * pass literal NULLs, so the unused half is compiled away). */
 FS__INLINE void fs__act_v(int act, fs__v4 t, fs__v4 *a, fs__v4 *da)
@@ -177,7 +77,7 @@ FS__INLINE void fs__act_v(int act, fs__v4 t, fs__v4 *a, fs__v4 *da)
         const fs__v4 at = fs__abs(t);
         fs__v4 e, m, r;
         if (act == FS_MLP_TANH) {
-            fs__expm1_v(-2.0 * at, &e, &m);
+            fs__exp_expm1_v(-2.0 * at, &e, &m);
             r = 1.0 / (1.0 + e);
             if (a) {
                 const fs__v4 tau = -m * r;
@@ -185,7 +85,7 @@ FS__INLINE void fs__act_v(int act, fs__v4 t, fs__v4 *a, fs__v4 *da)
             }
             if (da) *da = 4.0 * e * (r * r);
         } else {
-            fs__expm1_v(-at, &e, &m);
+            fs__exp_expm1_v(-at, &e, &m);
             if (a) *a = fs__sel(pos, t, zero) + fs__log1p01_v(e);
             if (da) {
                 r = 1.0 / (1.0 + e);
