@@ -17,3 +17,11 @@ def cpu_model():
     except OSError:
         pass
     return ""
+
+
+def emit(report, out=None):
+    """Print a script's report, and also write it to the file ``out`` if given."""
+    print(report)
+    if out:
+        with open(out, "w") as f:
+            f.write(report)

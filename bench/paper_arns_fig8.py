@@ -67,7 +67,7 @@ import time
 import numpy as np
 
 import fastsurrogate as fs
-from _benchutil import log, cpu_model  # noqa: E402
+from _benchutil import cpu_model, emit, log  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -358,10 +358,7 @@ def main():
             am = float(np.mean([a for _, a in ok]))
             L.append(f"| {b:g} | {hm:.4f} | {am:.4f} | {sum(a < h for h, a in ok)} of {len(ok)} |")
     report = "\n".join(L) + "\n"
-    print(report)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(report)
+    emit(report, args.out)
 
 
 if __name__ == "__main__":

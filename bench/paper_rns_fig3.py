@@ -59,7 +59,7 @@ import time
 import numpy as np
 
 import fastsurrogate as fs
-from _benchutil import log, cpu_model  # noqa: E402
+from _benchutil import cpu_model, emit, log  # noqa: E402
 
 DIM = 32
 STUCK = 0.05          # acceptance below this: the chain is (nearly) stuck
@@ -236,10 +236,7 @@ def main():
                          f"{b[5]['t']:.3f} s, acceptance {a[5]['acc']:.3f} -> {b[5]['acc']:.3f} "
                          f"(N = {n0} -> {n1})")
     report = "\n".join(lines) + "\n"
-    print(report)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(report)
+    emit(report, args.out)
 
 
 if __name__ == "__main__":

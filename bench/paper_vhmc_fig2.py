@@ -48,7 +48,7 @@ import time
 import numpy as np
 
 import fastsurrogate as fs
-from _benchutil import log, cpu_model  # noqa: E402
+from _benchutil import cpu_model, emit, log  # noqa: E402
 from fastsurrogate.approximation import (grid, kl_divergence_grid,
                                          score_matching_distance_grid)
 
@@ -181,10 +181,7 @@ def main():
           f"Bar 2 (KL < 0.05 nats at s = 100): {'MET' if np.all(kl100 < 0.05) else 'NOT MET'} "
           f"(max over seeds {kl100.max():.5f})."]
     report = "\n".join(L) + "\n"
-    print(report)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(report)
+    emit(report, args.out)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ import time
 import numpy as np
 
 import fastsurrogate as fs
-from _benchutil import log  # noqa: E402
+from _benchutil import emit, log  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUDGETS = (30, 100, 300, 1000, 3000, 10000, 30000, 100000)
@@ -177,10 +177,7 @@ def main():
           f"evaluations; VHMC {cell(v)} after {int(np.mean(e_v))}; Laplace {cell(lp)} after "
           f"{lap_evals}."]
     report = "\n".join(L) + "\n"
-    print(report)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(report)
+    emit(report, args.out)
 
 
 if __name__ == "__main__":

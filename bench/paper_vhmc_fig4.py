@@ -54,7 +54,7 @@ import time
 import numpy as np
 
 import fastsurrogate as fs
-from _benchutil import log  # noqa: E402
+from _benchutil import emit, log  # noqa: E402
 from fastsurrogate.diagnostics import relative_error_mean, relative_error_cov, ess_bulk, mcse_mean
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -233,10 +233,7 @@ def main():
           f"Against identity-metric HMC: ESS/s ratio {ess['VHMC'][1] / ess['HMC identity'][1]:.0f}x "
           f"(sampling), {ess['VHMC'][2] / ess['HMC identity'][2]:.0f}x (whole run)."]
     report = "\n".join(L) + "\n"
-    print(report)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(report)
+    emit(report, args.out)
 
 
 if __name__ == "__main__":

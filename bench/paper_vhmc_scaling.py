@@ -27,6 +27,7 @@ import numpy as np
 
 import fastsurrogate as fs
 from fastsurrogate._hmc import Chain, new_trace
+from _benchutil import emit
 
 
 def main():
@@ -89,10 +90,7 @@ def main():
           f"{out[sizes[1]]['hmc'] / out[sizes[0]]['hmc']:.2f}.",
           f"Bar (within 20 %): {'MET' if abs(ratio - 1) <= 0.2 else 'NOT MET'}."]
     report = "\n".join(L) + "\n"
-    print(report)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(report)
+    emit(report, args.out)
 
 
 if __name__ == "__main__":
