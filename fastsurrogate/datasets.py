@@ -200,6 +200,13 @@ def load_cancer_mortality(data_dir=None):
     return raw["deaths"].astype(np.int64), raw["at_risk"].astype(np.int64)
 
 
+def _standardize_columns(A):
+    """Columns centred and scaled to unit sd (constant columns only centred)."""
+    sd = A.std(axis=0)
+    sd[sd == 0] = 1.0
+    return (A - A.mean(axis=0)) / sd
+
+
 def random_projection(X, k, seed=0, standardize=True, intercept=True, standardize_input=False):
     """Reduce X to k columns by a Gaussian random projection, as the papers do
     for a9a; standardise the projected columns and prepend an intercept.
@@ -229,16 +236,12 @@ def random_projection(X, k, seed=0, standardize=True, intercept=True, standardiz
     if not 1 <= int(k):
         raise ValueError("k must be >= 1")
     if standardize_input:
-        sd = X.std(axis=0)
-        sd[sd == 0] = 1.0
-        X = (X - X.mean(axis=0)) / sd
+        X = _standardize_columns(X)
     rng = np.random.default_rng(seed)
     R = rng.standard_normal((X.shape[1], k)) / np.sqrt(k)
     Z = X @ R
     if standardize:
-        sd = Z.std(axis=0)
-        sd[sd == 0] = 1.0
-        Z = (Z - Z.mean(axis=0)) / sd
+        Z = _standardize_columns(Z)
     if intercept:
         Z = np.hstack([np.ones((Z.shape[0], 1)), Z])
     return np.ascontiguousarray(Z)

@@ -176,6 +176,7 @@ class ARNSHMC(RNSHMC):
                 if not adapting:
                     stopped[k] = 0          # the start set already fills max_points
                 while i < n_draws:
+                    # after the stop only the clock marks need chunks
                     span = self.update_every if adapting else max(self.update_every, 250)
                     first, end = i, min(i + span, n_draws)
                     i = ctx.run_span(chain, trace, first, end, "sample")
