@@ -175,65 +175,7 @@ static void fs__act_array(int act, size_t n, const double *t, double *a, double 
 /* Single-point kernel                                                      */
 /* ======================================================================== */
 
-/* t[r] = w_r . x for the 4 rows w_r = w + r ld (ld a multiple of 4). */
-FS__INLINE void fs__dot4(const double *w, int ld, const double *x, double *t)
-{
-#ifdef FS__VEC
-    const double *w0 = w, *w1 = w + ld, *w2 = w + 2 * ld, *w3 = w + 3 * ld;
-    const fs__v4 z = fs__set1(0.0);
-    fs__v4 l0 = z, l1 = z, l2 = z, l3 = z, h0 = z, h1 = z, h2 = z, h3 = z;
-    int j = 0;
-    for (; j + 8 <= ld; j += 8) {
-        const fs__v4 xl = fs__ld(x + j), xh = fs__ld(x + j + 4);
-        l0 += fs__ld(w0 + j) * xl;
-        h0 += fs__ld(w0 + j + 4) * xh;
-        l1 += fs__ld(w1 + j) * xl;
-        h1 += fs__ld(w1 + j + 4) * xh;
-        l2 += fs__ld(w2 + j) * xl;
-        h2 += fs__ld(w2 + j + 4) * xh;
-        l3 += fs__ld(w3 + j) * xl;
-        h3 += fs__ld(w3 + j + 4) * xh;
-    }
-    if (j < ld) {
-        const fs__v4 xl = fs__ld(x + j);
-        l0 += fs__ld(w0 + j) * xl;
-        l1 += fs__ld(w1 + j) * xl;
-        l2 += fs__ld(w2 + j) * xl;
-        l3 += fs__ld(w3 + j) * xl;
-    }
-    fs__st(t, fs__hsum4(l0 + h0, l1 + h1, l2 + h2, l3 + h3));
-#else
-    int r, j;
-    for (r = 0; r < 4; r++) {
-        const double *wr = w + (size_t)r * ld;
-        double s = 0.0;
-        for (j = 0; j < ld; j++) s += wr[j] * x[j];
-        t[r] = s;
-    }
-#endif
-}
-
-/* One row, in the summation order of fs__dot4. */
-FS__INLINE double fs__dot1(const double *w, int ld, const double *x)
-{
-#ifdef FS__VEC
-    const fs__v4 z = fs__set1(0.0);
-    fs__v4 l = z, h = z, s;
-    int j = 0;
-    for (; j + 8 <= ld; j += 8) {
-        l += fs__ld(w + j) * fs__ld(x + j);
-        h += fs__ld(w + j + 4) * fs__ld(x + j + 4);
-    }
-    if (j < ld) l += fs__ld(w + j) * fs__ld(x + j);
-    s = l + h;
-    return (s[0] + s[1]) + (s[2] + s[3]);
-#else
-    double s = 0.0;
-    int j;
-    for (j = 0; j < ld; j++) s += w[j] * x[j];
-    return s;
-#endif
-}
+/* fs__dot4 / fs__dot1 (dot products of padded rows) are in fs_vmath.h. */
 
 /* raw = W2 act(W1 x + b1) + b2 for one standardised point x (padded to
  * ld_in with zeros); h receives the n_hidden_pad activations. */

@@ -338,50 +338,34 @@ FS__INLINE double fs__sum_block(int nb, const double *v, const double *f)
 /* Rows are the padded rows of net->Wp (stride ld, a multiple of 4) and x is
  * padded with zeros to ld, so the loops have no remainders. */
 
-/* t[r] = w_r . x (rbf = 0) or ||w_r - x||^2 (rbf = 1) for the 4 rows
- * w_r = w + r*ld. */
+/* t[r] = w_r . x (rbf = 0: fs__dot4) or ||w_r - x||^2 (rbf = 1) for the 4
+ * rows w_r = w + r*ld. */
 FS__INLINE void fs__pre4(const double *w, int ld, const double *x, int rbf, double *t)
 {
+    if (!rbf) {
+        fs__dot4(w, ld, x, t);
+        return;
+    }
+    {
 #ifdef FS__VEC
     const double *w0 = w, *w1 = w + ld, *w2 = w + 2 * ld, *w3 = w + 3 * ld;
     const fs__v4 z = fs__set1(0.0);
     fs__v4 l0 = z, l1 = z, l2 = z, l3 = z, h0 = z, h1 = z, h2 = z, h3 = z;
+    fs__v4 a, b;
     int j = 0;
-    if (!rbf) {
-        for (; j + 8 <= ld; j += 8) {
-            const fs__v4 xl = fs__ld(x + j), xh = fs__ld(x + j + 4);
-            l0 += fs__ld(w0 + j) * xl;
-            h0 += fs__ld(w0 + j + 4) * xh;
-            l1 += fs__ld(w1 + j) * xl;
-            h1 += fs__ld(w1 + j + 4) * xh;
-            l2 += fs__ld(w2 + j) * xl;
-            h2 += fs__ld(w2 + j + 4) * xh;
-            l3 += fs__ld(w3 + j) * xl;
-            h3 += fs__ld(w3 + j + 4) * xh;
-        }
-        if (j < ld) {
-            const fs__v4 xl = fs__ld(x + j);
-            l0 += fs__ld(w0 + j) * xl;
-            l1 += fs__ld(w1 + j) * xl;
-            l2 += fs__ld(w2 + j) * xl;
-            l3 += fs__ld(w3 + j) * xl;
-        }
-    } else {
-        fs__v4 a, b;
-        for (; j + 8 <= ld; j += 8) {
-            const fs__v4 xl = fs__ld(x + j), xh = fs__ld(x + j + 4);
-            a = fs__ld(w0 + j) - xl; b = fs__ld(w0 + j + 4) - xh; l0 += a * a; h0 += b * b;
-            a = fs__ld(w1 + j) - xl; b = fs__ld(w1 + j + 4) - xh; l1 += a * a; h1 += b * b;
-            a = fs__ld(w2 + j) - xl; b = fs__ld(w2 + j + 4) - xh; l2 += a * a; h2 += b * b;
-            a = fs__ld(w3 + j) - xl; b = fs__ld(w3 + j + 4) - xh; l3 += a * a; h3 += b * b;
-        }
-        if (j < ld) {
-            const fs__v4 xl = fs__ld(x + j);
-            a = fs__ld(w0 + j) - xl; l0 += a * a;
-            a = fs__ld(w1 + j) - xl; l1 += a * a;
-            a = fs__ld(w2 + j) - xl; l2 += a * a;
-            a = fs__ld(w3 + j) - xl; l3 += a * a;
-        }
+    for (; j + 8 <= ld; j += 8) {
+        const fs__v4 xl = fs__ld(x + j), xh = fs__ld(x + j + 4);
+        a = fs__ld(w0 + j) - xl; b = fs__ld(w0 + j + 4) - xh; l0 += a * a; h0 += b * b;
+        a = fs__ld(w1 + j) - xl; b = fs__ld(w1 + j + 4) - xh; l1 += a * a; h1 += b * b;
+        a = fs__ld(w2 + j) - xl; b = fs__ld(w2 + j + 4) - xh; l2 += a * a; h2 += b * b;
+        a = fs__ld(w3 + j) - xl; b = fs__ld(w3 + j + 4) - xh; l3 += a * a; h3 += b * b;
+    }
+    if (j < ld) {
+        const fs__v4 xl = fs__ld(x + j);
+        a = fs__ld(w0 + j) - xl; l0 += a * a;
+        a = fs__ld(w1 + j) - xl; l1 += a * a;
+        a = fs__ld(w2 + j) - xl; l2 += a * a;
+        a = fs__ld(w3 + j) - xl; l3 += a * a;
     }
     fs__st(t, fs__hsum4(l0 + h0, l1 + h1, l2 + h2, l3 + h3));
 #else
@@ -390,50 +374,45 @@ FS__INLINE void fs__pre4(const double *w, int ld, const double *x, int rbf, doub
         const double *wr = w + r * ld;
         double s = 0.0;
         for (j = 0; j < ld; j++) {
-            const double a = rbf ? wr[j] - x[j] : wr[j];
-            s += a * (rbf ? a : x[j]);
+            const double a = wr[j] - x[j];
+            s += a * a;
         }
         t[r] = s;
     }
 #endif
+    }
 }
 
-/* One row, in exactly the summation order of fs__pre4. */
+/* One row, in exactly the summation order of fs__pre4 (additive: fs__dot1). */
 FS__INLINE double fs__pre1(const double *w, int ld, const double *x, int rbf)
 {
+    if (!rbf) return fs__dot1(w, ld, x);
+    {
 #ifdef FS__VEC
     const fs__v4 z = fs__set1(0.0);
     fs__v4 l = z, h = z, a, b;
     int j = 0;
     for (; j + 8 <= ld; j += 8) {
-        if (!rbf) {
-            l += fs__ld(w + j) * fs__ld(x + j);
-            h += fs__ld(w + j + 4) * fs__ld(x + j + 4);
-        } else {
-            a = fs__ld(w + j) - fs__ld(x + j);
-            b = fs__ld(w + j + 4) - fs__ld(x + j + 4);
-            l += a * a;
-            h += b * b;
-        }
+        a = fs__ld(w + j) - fs__ld(x + j);
+        b = fs__ld(w + j + 4) - fs__ld(x + j + 4);
+        l += a * a;
+        h += b * b;
     }
     if (j < ld) {
-        if (!rbf) {
-            l += fs__ld(w + j) * fs__ld(x + j);
-        } else {
-            a = fs__ld(w + j) - fs__ld(x + j);
-            l += a * a;
-        }
+        a = fs__ld(w + j) - fs__ld(x + j);
+        l += a * a;
     }
     return fs__hsum1(l + h);
 #else
     double s = 0.0;
     int j;
     for (j = 0; j < ld; j++) {
-        const double a = rbf ? w[j] - x[j] : w[j];
-        s += a * (rbf ? a : x[j]);
+        const double a = w[j] - x[j];
+        s += a * a;
     }
     return s;
 #endif
+    }
 }
 
 /* Pre-activations of rows i0 .. i0+nb-1: w_i . x + bias_i (additive) or
