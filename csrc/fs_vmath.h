@@ -107,28 +107,33 @@ static inline void fs__exp_expm1_s(double x, double *e, double *m)
     *m = s * pm1 + (s - 1.0);
 }
 
-/* log1p(e) for 0 <= e <= 1: 2 atanh(s), s = e / (2 + e) <= 1/3. */
+/* log1p(e) for 0 <= e <= 1: 2 atanh(s), s = e / (2 + e) <= 1/3, by the
+ * series of atanh to s^35; T is the type, C() makes a constant of it (the
+ * scalar and the 4-wide versions run the same operations). */
+#define FS__LOG1P01_BODY(T, C)                                                \
+    {                                                                         \
+        const T s = e / (2.0 + e), z = s * s;                                 \
+        T p = C(1.0 / 33.0);                                                  \
+        p = p * z + 1.0 / 31.0;                                               \
+        p = p * z + 1.0 / 29.0;                                               \
+        p = p * z + 1.0 / 27.0;                                               \
+        p = p * z + 1.0 / 25.0;                                               \
+        p = p * z + 1.0 / 23.0;                                               \
+        p = p * z + 1.0 / 21.0;                                               \
+        p = p * z + 1.0 / 19.0;                                               \
+        p = p * z + 1.0 / 17.0;                                               \
+        p = p * z + 1.0 / 15.0;                                               \
+        p = p * z + 1.0 / 13.0;                                               \
+        p = p * z + 1.0 / 11.0;                                               \
+        p = p * z + 1.0 / 9.0;                                                \
+        p = p * z + 1.0 / 7.0;                                                \
+        p = p * z + 1.0 / 5.0;                                                \
+        p = p * z + 1.0 / 3.0;                                                \
+        return 2.0 * s + (2.0 * s) * (z * p);                                 \
+    }
+
 static inline double fs__log1p01_s(double e)
-{
-    const double s = e / (2.0 + e), z = s * s;
-    double p = 1.0 / 33.0;
-    p = p * z + 1.0 / 31.0;
-    p = p * z + 1.0 / 29.0;
-    p = p * z + 1.0 / 27.0;
-    p = p * z + 1.0 / 25.0;
-    p = p * z + 1.0 / 23.0;
-    p = p * z + 1.0 / 21.0;
-    p = p * z + 1.0 / 19.0;
-    p = p * z + 1.0 / 17.0;
-    p = p * z + 1.0 / 15.0;
-    p = p * z + 1.0 / 13.0;
-    p = p * z + 1.0 / 11.0;
-    p = p * z + 1.0 / 9.0;
-    p = p * z + 1.0 / 7.0;
-    p = p * z + 1.0 / 5.0;
-    p = p * z + 1.0 / 3.0;
-    return 2.0 * s + (2.0 * s) * (z * p);
-}
+FS__LOG1P01_BODY(double, )
 
 /* ======================================================================== */
 /* Vector elementwise kernels (the same arithmetic, 4 lanes at a time)       */
@@ -241,26 +246,7 @@ FS__INLINE void fs__exp_expm1_v(fs__v4 x, fs__v4 *e, fs__v4 *m)
 }
 
 FS__INLINE fs__v4 fs__log1p01_v(fs__v4 e)
-{
-    const fs__v4 s = e / (2.0 + e), z = s * s;
-    fs__v4 p = fs__set1(1.0 / 33.0);
-    p = p * z + 1.0 / 31.0;
-    p = p * z + 1.0 / 29.0;
-    p = p * z + 1.0 / 27.0;
-    p = p * z + 1.0 / 25.0;
-    p = p * z + 1.0 / 23.0;
-    p = p * z + 1.0 / 21.0;
-    p = p * z + 1.0 / 19.0;
-    p = p * z + 1.0 / 17.0;
-    p = p * z + 1.0 / 15.0;
-    p = p * z + 1.0 / 13.0;
-    p = p * z + 1.0 / 11.0;
-    p = p * z + 1.0 / 9.0;
-    p = p * z + 1.0 / 7.0;
-    p = p * z + 1.0 / 5.0;
-    p = p * z + 1.0 / 3.0;
-    return 2.0 * s + (2.0 * s) * (z * p);
-}
+FS__LOG1P01_BODY(fs__v4, fs__set1)
 #endif /* FS__VEC */
 
 /* ---- dot products of padded rows (ld a multiple of 4, x padded with zeros) */
