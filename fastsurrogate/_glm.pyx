@@ -429,22 +429,30 @@ cdef class LinearRegression(GeneralizedLinearModel):
 
 # ---- benchmark and test hooks ----------------------------------------------
 
-def _read_floor(X, n_threads=1):
+def _read_floor(X, n_threads=1, repeat=1):
     """Sum of every element of X, read once with ``n_threads`` threads.
 
     The memory-bandwidth floor of the GLM kernel (same block structure and
     threading, no arithmetic beyond the sum).  X is used in place when it is
-    a C-contiguous float64 array, converted otherwise.  Releases the GIL.
+    a C-contiguous float64 array, converted otherwise.  ``repeat`` > 1 reads
+    X that many times in one C loop (to time a read without the cost of the
+    Python call) and returns the last sum.  Releases the GIL.
     """
     _check_n_threads(n_threads)
+    if not isinstance(repeat, numbers.Integral) or isinstance(repeat, bool) or repeat < 1:
+        raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
     cdef cnp.ndarray Xc = np.ascontiguousarray(_float_array(X, "X"))
     cdef size_t n = <size_t>Xc.size
     cdef const double *p = <const double *>cnp.PyArray_DATA(Xc)
     cdef int nt = <int>n_threads
+    cdef long r, nrep = <long>repeat
     cdef double out = 0.0
-    cdef int status
+    cdef int status = FS_OK
     with nogil:
-        status = fs_read_floor(p, n, nt, &out)
+        for r in range(nrep):
+            status = fs_read_floor(p, n, nt, &out)
+            if status != FS_OK:
+                break
     if status != FS_OK:
         raise_for_status(status, "_read_floor")
     return out

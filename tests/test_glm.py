@@ -360,8 +360,15 @@ def test_read_floor():
         assert _read_floor(X, nt) == pytest.approx(X.sum(), rel=1e-12, abs=1e-9)
     assert _read_floor(X, 1) == _read_floor(X, 2) == _read_floor(X, 3)
     assert _read_floor(np.ones(10), 1) == 10.0
+    for n in (15, 16, 17, 37, 65536 + 19):     # the 16-wide steps and their tails
+        v = np.arange(1.0, n + 1.0)
+        assert _read_floor(v, 2) == n * (n + 1) / 2
+    assert _read_floor(X, 2, repeat=5) == _read_floor(X, 2)
     with pytest.raises(ValueError, match="n_threads"):
         _read_floor(X, 0)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="repeat"):
+            _read_floor(X, 1, repeat=bad)
 
 
 GOOD_X = np.array([[1.0, 0.5], [1.0, -0.5], [1.0, 2.0]])
