@@ -103,37 +103,12 @@ int fs_glm_workspace_size(size_t n, size_t d, size_t *eval_doubles,
     return FS_OK;
 }
 
-/* ---- 4-wide vectors ------------------------------------------------------ */
+/* ---- 4-wide vectors: the types and helpers of fs_vmath.h ----------------- */
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(FS_NO_VECTOR_EXT)
 #define FS__VEC 1
-typedef double fs__v4 __attribute__((vector_size(32)));
-typedef uint64_t fs__v4u __attribute__((vector_size(32)));
-typedef int64_t fs__v4m __attribute__((vector_size(32)));   /* comparison masks */
 typedef double fs__v2 __attribute__((vector_size(16)));
-
-FS__INLINE fs__v4 fs__ld(const double *p)
-{
-    fs__v4 v;
-    __builtin_memcpy(&v, p, sizeof v);
-    return v;
-}
-FS__INLINE fs__v4 fs__set1(double a)
-{
-    fs__v4 v = {a, a, a, a};
-    return v;
-}
-/* Store, lane select: macros, not functions, because GCC notes a psABI
- * change for every function taking a 32-byte vector by value when the
- * baseline ISA has no AVX (harmless here: everything is inlined). */
-#define fs__st(p, v)                                                          \
-    do {                                                                      \
-        const fs__v4 fs_st_v_ = (v);                                          \
-        __builtin_memcpy((p), &fs_st_v_, sizeof fs_st_v_);                    \
-    } while (0)
-/* m ? a : b, lane by lane (m from a vector comparison: all ones or zero). */
-#define fs__sel(m, a, b)                                                      \
-    ((fs__v4)(((fs__v4u)(a) & (fs__v4u)(m)) | ((fs__v4u)(b) & ~(fs__v4u)(m))))
 #endif
+#include "fs_vmath.h"
 
 /* ---- exp and log1p, scalar and 4-wide, bit-identical --------------------- */
 /* exp(x): x = k ln2 + r, |r| <= ln2/2 (Cody-Waite, ln2 in two parts),
@@ -142,12 +117,6 @@ FS__INLINE fs__v4 fs__set1(double a)
  * subnormal or within a factor 2 of overflow come out right.  x is clamped
  * to [-746, 710] first (exp underflows to 0 / overflows to inf there), NaN
  * propagates.  About 1 ulp. */
-#define FS__EXP_LO (-746.0)
-#define FS__EXP_HI 710.0
-#define FS__LOG2E 1.4426950408889634074
-#define FS__LN2_HI 6.93147180369123816490e-01   /* 32 significant bits */
-#define FS__LN2_LO 1.90821492927058770002e-10
-#define FS__SHIFT 6755399441055744.0             /* 1.5 * 2^52           */
 #define FS__SHIFT_BITS 0x4338000000000000ULL
 /* Estrin's scheme: a short dependency chain (the kernels are latency bound
  * otherwise).  C() broadcasts a constant in the vector version. */
@@ -167,8 +136,6 @@ FS__INLINE fs__v4 fs__set1(double a)
         P = c0_ + r8_ * c1_;                                                  \
     } while (0)
 
-FS__INLINE double fs__bits2d(uint64_t u) { double x; memcpy(&x, &u, sizeof x); return x; }
-FS__INLINE uint64_t fs__d2bits(double x) { uint64_t u; memcpy(&u, &x, sizeof u); return u; }
 
 #define FS__T double
 FS__INLINE double fs__exp(double x)
@@ -178,13 +145,13 @@ FS__INLINE double fs__exp(double x)
     if (x < FS__EXP_LO) x = FS__EXP_LO;
     if (x > FS__EXP_HI) x = FS__EXP_HI;
     kd = x * FS__LOG2E + FS__SHIFT;
-    k = fs__d2bits(kd) - FS__SHIFT_BITS;       /* round(x / ln2), mod 2^64 */
+    k = fs__bits(kd) - FS__SHIFT_BITS;       /* round(x / ln2), mod 2^64 */
     kd = kd - FS__SHIFT;
     r = (x - kd * FS__LN2_HI) - kd * FS__LN2_LO;
     FS__EXP_POLY(r, p, );
     k1 = ((k + 2048u) >> 1) - 1024u;           /* floor(k / 2)            */
     k2 = k - k1;
-    return (p * fs__bits2d((k1 + 1023u) << 52)) * fs__bits2d((k2 + 1023u) << 52);
+    return (p * fs__from_bits((k1 + 1023u) << 52)) * fs__from_bits((k2 + 1023u) << 52);
 }
 
 /* log1p(e) for e in [0, 1] (the logistic softplus term, fs__logistic_terms):
@@ -215,11 +182,11 @@ FS__INLINE double fs__exp_neg(double x)
     double kd, r, p;
     uint64_t k;
     kd = x * FS__LOG2E + FS__SHIFT;
-    k = fs__d2bits(kd) - FS__SHIFT_BITS;
+    k = fs__bits(kd) - FS__SHIFT_BITS;
     kd = kd - FS__SHIFT;
     r = (x - kd * FS__LN2_HI) - kd * FS__LN2_LO;
     FS__EXP_POLY(r, p, );
-    p = p * fs__bits2d((k + 1023u) << 52);
+    p = p * fs__from_bits((k + 1023u) << 52);
     return x < FS__EXPNEG_MIN ? 0.0 : p;
 }
 
@@ -537,22 +504,14 @@ FS__INLINE void fs__weights(const fs_glm *m, const double *t, size_t k,
  * times bt = (0, .., 0, b[d - d%4 .. d)) go into hi (the zeros mask the
  * columns already counted).  Then s = lo + hi and x . b = (s0 + s1) +
  * (s2 + s3).  For d < 4 the products are added one by one.  A row gets the
- * same bits from fs__dot1 and from fs__dot_tile.  bt is fs__tail_b(). */
+ * same bits from fs__dot_row and from fs__dot_tile.  bt is fs__tail_b(). */
 FS__INLINE void fs__tail_b(const double *b, size_t d, double *bt)
 {
     size_t l, rem = d % 4;
     for (l = 0; l < 4; l++) bt[l] = (d >= 4 && rem && l >= 4 - rem) ? b[d - 4 + l] : 0.0;
 }
 
-#ifdef FS__VEC
-#if defined(__clang__)
-#  define FS__SHUF(a, b, i0, i1, i2, i3) __builtin_shufflevector(a, b, i0, i1, i2, i3)
-#else
-#  define FS__SHUF(a, b, i0, i1, i2, i3) __builtin_shuffle(a, b, (fs__v4m){i0, i1, i2, i3})
-#endif
-#endif
-
-FS__INLINE double fs__dot1(const double *FS_RESTRICT x, const double *FS_RESTRICT b,
+FS__INLINE double fs__dot_row(const double *FS_RESTRICT x, const double *FS_RESTRICT b,
                            const double *FS_RESTRICT bt, size_t d)
 {
     size_t j = 0;
@@ -571,7 +530,7 @@ FS__INLINE double fs__dot1(const double *FS_RESTRICT x, const double *FS_RESTRIC
         if (j + 4 <= d) lo += fs__ld(x + j) * fs__ld(b + j);
         if (d % 4) hi += fs__ld(x + d - 4) * fs__ld(bt);
         sv = lo + hi;
-        return (sv[0] + sv[1]) + (sv[2] + sv[3]);
+        return fs__hsum1(sv);
 #else
         double lo[4] = {0.0, 0.0, 0.0, 0.0}, hi[4] = {0.0, 0.0, 0.0, 0.0};
         size_t l;
@@ -590,7 +549,7 @@ FS__INLINE double fs__dot1(const double *FS_RESTRICT x, const double *FS_RESTRIC
 }
 
 /* t[0..4) = x_k . b for the 4 rows starting at x (row stride d), each with
- * the summation order of fs__dot1; the loads of b are shared by the rows.
+ * the summation order of fs__dot_row; the loads of b are shared by the rows.
  * With pf != NULL, pf_lines cache lines at the prefetch cursor *pf are
  * requested per 8 columns (256 bytes of X read) and the cursor advanced. */
 FS__INLINE void fs__dot_tile(const double *FS_RESTRICT x, size_t d,
@@ -603,7 +562,6 @@ FS__INLINE void fs__dot_tile(const double *FS_RESTRICT x, size_t d,
         const double *x0 = x, *x1 = x + d, *x2 = x + 2 * d, *x3 = x + 3 * d;
         fs__v4 l0 = fs__set1(0.0), l1 = l0, l2 = l0, l3 = l0;
         fs__v4 h0 = l0, h1 = l0, h2 = l0, h3 = l0;
-        fs__v4 A, B, C, D, PQ, RS;
         size_t j = 0;
         uintptr_t c = pf ? *pf : 0;
         for (; j + 8 <= d; j += 8) {
@@ -642,10 +600,7 @@ FS__INLINE void fs__dot_tile(const double *FS_RESTRICT x, size_t d,
             h3 += fs__ld(x3 + d - 4) * bv;
         }
         /* lane k of the result: (s0 + s1) + (s2 + s3) of row k */
-        A = l0 + h0; B = l1 + h1; C = l2 + h2; D = l3 + h3;
-        PQ = FS__SHUF(A, B, 0, 4, 2, 6) + FS__SHUF(A, B, 1, 5, 3, 7);
-        RS = FS__SHUF(C, D, 0, 4, 2, 6) + FS__SHUF(C, D, 1, 5, 3, 7);
-        fs__st(t, FS__SHUF(PQ, RS, 0, 1, 4, 5) + FS__SHUF(PQ, RS, 2, 3, 6, 7));
+        fs__st(t, fs__hsum4(l0 + h0, l1 + h1, l2 + h2, l3 + h3));
         return;
     }
 #endif
@@ -653,7 +608,7 @@ FS__INLINE void fs__dot_tile(const double *FS_RESTRICT x, size_t d,
         size_t k;
         (void)pf;
         (void)pf_lines;
-        for (k = 0; k < FS__TILE; k++) t[k] = fs__dot1(x + k * d, b, bt, d);
+        for (k = 0; k < FS__TILE; k++) t[k] = fs__dot_row(x + k * d, b, bt, d);
     }
 }
 
@@ -761,7 +716,7 @@ static void fs__eval_block(const fs_glm *m, const double *FS_RESTRICT beta,
             for (j = 0; j < tile_bytes; j += 64) FS__PREFETCH(bp + j);
             fs__dot_tile(x + q * d, d, beta, bt, t + q, &pf, want_grad ? 2 : 4);
         }
-        for (; q < k; q++) t[q] = fs__dot1(x + q * d, beta, bt, d);
+        for (; q < k; q++) t[q] = fs__dot_row(x + q * d, beta, bt, d);
         fs__family_terms(m, y + i, t, k, lp, rp);
         if (want_value) {
 #ifdef FS__VEC
@@ -964,7 +919,7 @@ static void fs__fisher_chunk(const fs_glm *m, const double *FS_RESTRICT beta,
     }
     for (; i < i1; i++) {          /* the last rows, one by one (zero weights) */
         const double *x = X + i * d;
-        t[0] = fs__dot1(x, beta, bt, d);
+        t[0] = fs__dot_row(x, beta, bt, d);
         fs__weights(m, t, 1, w);
         w[1] = w[2] = w[3] = 0.0;
         fs__rank4_update(P, d, w, x, x, x, x);
