@@ -66,12 +66,9 @@ ARNS = {
 }
 # Extra RNS-HMC rows (not the paper's method): the network fitted to the
 # residual of the Laplace approximation, drive = Laplace + network.
-EXTRA = {
-    "a9a": {"RNS-HMC, Laplace base": dict(base="laplace", standardize="whiten", ridge=1e-4,
-                                          input_scale=0.2)},
-    "a9a-std": {"RNS-HMC, Laplace base": dict(base="laplace", standardize="whiten", ridge=1e-4,
-                                              input_scale=0.2)},
-}
+_LAPLACE_ROW = {"RNS-HMC, Laplace base": dict(base="laplace", standardize="whiten", ridge=1e-4,
+                                               input_scale=0.2)}
+EXTRA = {"a9a": _LAPLACE_ROW, "a9a-std": _LAPLACE_ROW}
 
 
 def load(name, quick, seed=2017):

@@ -44,8 +44,6 @@ _NAMES = {v: k for k, v in ACTIVATIONS.items()}
 
 # ---- validation helpers ------------------------------------------------------
 
-
-
 def _float_view(name, a, shape):
     """A C-contiguous float64 view or copy of `a` with `shape` (None = any).
 

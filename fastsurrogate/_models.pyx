@@ -182,11 +182,11 @@ cdef class Banana(Potential):
         self.pot.eval = fs_banana_eval
         self.thread_safe = True
 
-
-# ---- validation helpers ------------------------------------------------------
-
     def __reduce__(self):
         return (Banana, (self.y, self.st.sigma_y, self.st.sigma_q))
+
+
+# ---- validation helpers ------------------------------------------------------
 
 def _real_array(obj, name):
     """obj as a float64 ndarray; TypeError for non-numeric or complex input."""
@@ -517,11 +517,11 @@ cdef class Garch(Potential):
             raise ValueError("need alpha_i > 0, beta_j > 0 and sum(alpha) + sum(beta) < 1")
         return np.concatenate([np.log(cols[0])[..., None], np.log(phi) - np.log(s)], axis=-1)
 
-
-# ---- Gaussian-process regression hyper-parameters --------------------------------
-
     def __reduce__(self):
         return (Garch, (self.y, self.m, self.r, self.h0, self.log_alpha0_mean, self.log_alpha0_sd))
+
+
+# ---- Gaussian-process regression hyper-parameters --------------------------------
 
 cdef class GPRegression(Potential):
     """Posterior of Gaussian-process regression hyper-parameters (NNgHMC paper,

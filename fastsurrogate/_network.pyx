@@ -29,8 +29,6 @@ ACTIVATIONS = {"softplus": FS_NETWORK_SOFTPLUS, "sigmoid": FS_NETWORK_SIGMOID,
 _ACTIVATION_NAMES = {v: k for k, v in ACTIVATIONS.items()}
 
 
-
-
 def _activation_code(activation):
     return activation_code(activation, ACTIVATIONS)
 

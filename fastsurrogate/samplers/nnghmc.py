@@ -216,7 +216,8 @@ class NNGHMC(HMC):
     def __init__(self, potential, *, n_hidden=100, blocks=1, activation="softplus",
                  holdout=0.1, burn_in=0.2, train_start=0.5, train_every=0.1, train_end=None,
                  trial_length=50, switch_fraction=0.9, record_every=1, max_train=None,
-                 start="affine", warm_start=True, trainer=None, trainer_options=None, surrogate=None, **hmc_options):
+                 start="affine", warm_start=True, trainer=None, trainer_options=None,
+                 surrogate=None, **hmc_options):
         super().__init__(potential, **hmc_options)
         self.n_hidden = check_int("n_hidden", n_hidden, 1)
         self.blocks = check_int("blocks", blocks, 1)

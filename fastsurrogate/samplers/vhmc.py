@@ -507,12 +507,11 @@ def _resolve(trainer, net, points, chunk=256):
     Q = np.array([p[0] for p in points])
     Gs = np.array([p[1] for p in points])
     for lo in range(0, len(points), chunk):
-        As = net.grad_features_batch(Q[lo:lo + chunk])
-        for A, g in zip(As, Gs[lo:lo + chunk]):
-            G += A.T @ A
-            b += A.T @ g
-    # a tiny jitter keeps the factorisation of a rank-deficient Gram matrix
-    # defined; the trainer adds its own ridge on top
+        A = net.grad_features_batch(Q[lo:lo + chunk]).reshape(-1, s)   # stacked (d, s) blocks
+        G += A.T @ A
+        b += A.T @ Gs[lo:lo + chunk].reshape(-1)
+    # R from the eigen-decomposition, with the eigenvalues of a rank-deficient
+    # Gram matrix clipped at 0; the trainer adds its own ridge on top
     w, V = np.linalg.eigh(0.5 * (G + G.T))
     w = np.maximum(w, 0.0)
     R = np.sqrt(w)[:, None] * V.T                     # R^T R = G
