@@ -10,10 +10,13 @@ slow spell of a shared machine hits every contender alike), the median of
 * NumPy: ``t = X @ b``; value ``sum(logaddexp(0, t) - y t)``; ``X.T @ (expit(t) - y)``
 * floor: ``_read_floor`` (one plain read of X), 1 and 2 threads
 
-and prints the acceptance ratios:
+and prints the ratios, with the acceptance bars, which apply at
+N = 100000, d = 50 (other sizes are reported without a bar):
 
 * NumPy(1 thread) / C(1 thread)      bar: >= 3.5
 * C(2 threads) / floor(2 threads)    bar: <= 1.3
+
+The exit status is 0 when the bars are met at every size that has them.
 
 NumPy's BLAS threads: with threadpoolctl installed, NumPy is timed with 1 and
 with 2 BLAS threads.  Without it, OPENBLAS_NUM_THREADS / OMP_NUM_THREADS /
@@ -40,6 +43,7 @@ from scipy.special import expit  # noqa: E402
 from fastsurrogate._glm import LogisticRegression, _read_floor  # noqa: E402
 
 SIZES = [(100_000, 50), (50_000, 200)]
+BAR_SIZE = (100_000, 50)   # the size the acceptance bars are set for
 PRIOR_SD = 10.0
 
 
@@ -140,25 +144,31 @@ def run(sizes=SIZES, repeats=15, out=sys.stdout):
         print("  ratios (of medians; of minima in brackets)", file=out)
         c1f = ratio("C, 1 thread", "floor, 1 thread")
         print(f"  C(1)/floor(1)            {c1f[0]:8.2f}  ({c1f[1]:.2f})", file=out)
+        has_bar = (n, d) == BAR_SIZE
+
+        def verdict(ok, bar):
+            return f"   bar {bar}  {'PASS' if ok else 'FAIL'}" if has_bar else ""
+
         if np_key is not None:
             r1 = ratio(np_key, "C, 1 thread")
             ok1 = r1[0] >= 3.5
-            print(f"  NumPy(1)/C(1)            {r1[0]:8.2f}  ({r1[1]:.2f})   bar >= 3.5  "
-                  f"{'PASS' if ok1 else 'FAIL'}", file=out)
+            print(f"  NumPy(1)/C(1)            {r1[0]:8.2f}  ({r1[1]:.2f})"
+                  f"{verdict(ok1, '>= 3.5')}", file=out)
         else:
             r1, ok1 = (float("nan"), float("nan")), False
             print("  NumPy(1)/C(1)            n/a (NumPy's BLAS thread count unknown)", file=out)
         r2 = ratio("C, 2 threads", "floor, 2 threads")
         ok2 = r2[0] <= 1.3
-        print(f"  C(2)/floor(2)            {r2[0]:8.2f}  ({r2[1]:.2f})   bar <= 1.3  "
-              f"{'PASS' if ok2 else 'FAIL'}", file=out)
+        print(f"  C(2)/floor(2)            {r2[0]:8.2f}  ({r2[1]:.2f})"
+              f"{verdict(ok2, '<= 1.3')}", file=out)
         for k in med:
             if k.startswith("NumPy, 2 "):
                 r = ratio(k, "C, 2 threads")
                 print(f"  NumPy(2)/C(2)            {r[0]:8.2f}  ({r[1]:.2f})", file=out)
         results[(n, d)] = dict(median=med, min=best, numpy_over_c1=r1[0],
                                c2_over_floor2=r2[0])
-        all_ok = all_ok and ok1 and ok2
+        if has_bar:
+            all_ok = all_ok and ok1 and ok2
     return results, all_ok
 
 
