@@ -1,5 +1,11 @@
 """Helpers shared by the paper bench scripts (run as ``python bench/<script>.py``)."""
+import os
+import platform
 import sys
+
+import numpy as np
+
+import fastsurrogate as fs
 
 
 def log(msg):
@@ -17,6 +23,20 @@ def cpu_model():
     except OSError:
         pass
     return ""
+
+
+def machine_line():
+    """One line naming the machine and the versions a report was made with."""
+    return (f"machine: {cpu_model() or platform.machine()}, {os.cpu_count()} CPUs; "
+            f"python {platform.python_version()}, numpy {np.__version__}, "
+            f"fastsurrogate {fs.__version__}")
+
+
+def save(text, out):
+    """Write ``text`` and a newline to the file ``out`` (nothing when ``out`` is None)."""
+    if out:
+        with open(out, "w") as f:
+            f.write(text + "\n")
 
 
 def emit(report, out=None):

@@ -342,7 +342,7 @@ def main():
         wins.append(lower == "ARNS")
         L.append(f"| {b:g} | {kh} | {cell(kh, rh, eh)} | {ka} | {cell(ka, ra, ea)} | {lower} |")
     L += ["",
-          f"Bar (ARNS REM below HMC's at a fixed budget): "
+          "Bar (ARNS REM below HMC's at a fixed budget): "
           + ("MET at " + ", ".join(f"{b:g} s" for b, ok in zip(budgets, wins) if ok)
              if any(wins) else "NOT MET at any budget")
           + f".  Truth error floor ~{truth_floor:.2g}."]

@@ -37,13 +37,12 @@ Bars of the issue: NN acceptance at d = 40 with 2000 points >= 0.8 (paper
 0.87) and NN above GP at every d.
 """
 import argparse
-import os
-import platform
 import time
 
 import numpy as np
 
 import fastsurrogate as fs
+from _benchutil import machine_line, save
 from fastsurrogate.samplers.nnghmc import affine_start_network
 from fastsurrogate.surrogates import fit_gradient_network, fit_gp
 
@@ -157,13 +156,10 @@ def main():
     t0 = time.perf_counter()
     rows = [run_dim(d, args.points, args.seed) for d in args.dims]
     text = "\n\n".join([
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-        f"fastsurrogate {fs.__version__}; step 1.0 d^(-1/4), L = 1..{N_STEPS}, h = {N_HIDDEN}",
+        f"{machine_line()}; step 1.0 d^(-1/4), L = 1..{N_STEPS}, h = {N_HIDDEN}",
         table(rows, args.points), f"({time.perf_counter() - t0:.0f} s in all)"])
     print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    save(text, args.out)
 
 
 if __name__ == "__main__":

@@ -40,14 +40,13 @@ iterations with the same settings, in the same run).
 Bars of the issue: speed-up >= 3 (logistic, garch), >= 10 (gpreg).
 """
 import argparse
-import os
-import platform
 import time
 
 import numpy as np
 import scipy.optimize as so
 
 import fastsurrogate as fs
+from _benchutil import machine_line, save
 
 PROBLEMS = {
     "logistic": dict(step_size=0.01, n_steps=20, n_hidden=50, blocks=8, burn_in=100,
@@ -181,21 +180,16 @@ def main():
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     t0 = time.perf_counter()
-    parts = [f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores "
-             f"(shared: timings approximate); fastsurrogate {fs.__version__}; "
+    parts = [f"{machine_line()} (shared: timings approximate); "
              f"logistic data-sum threads {args.threads}; leapfrog steps: {args.steps}"]
     for name in args.problems:
         model, cfg, n_draws, out = run(name, args.quick, args.threads, args.seed,
                                        args.steps)
         parts.append(table(name, model, cfg, n_draws, out))
         print(parts[-1], flush=True)
-        if args.out:
-            with open(args.out, "w") as f:
-                f.write("\n\n".join(parts) + "\n")
+        save("\n\n".join(parts), args.out)     # what is done so far, if the run stops
     parts.append(f"({time.perf_counter() - t0:.0f} s in all)")
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n\n".join(parts) + "\n")
+    save("\n\n".join(parts), args.out)
     print(parts[-1])
 
 

@@ -24,14 +24,13 @@ trainings), train s.  Bar of the issue for the banana: |AP(NNgHMC) -
 AP(HMC)| <= 0.05.
 """
 import argparse
-import os
-import platform
 import time
 
 import numpy as np
 import scipy.optimize as so
 
 import fastsurrogate as fs
+from _benchutil import machine_line, save
 
 N_HIDDEN = 100
 
@@ -97,17 +96,14 @@ def main():
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     t0 = time.perf_counter()
-    parts = [f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-             f"fastsurrogate {fs.__version__}"]
+    parts = [machine_line()]
     for name in args.problems:
         model, cfg, out = run(name, args.seed, args.n_warmup, args.n_draws)
         text, _ = table(name, model, cfg, out)
         parts.append(text)
         print(text, flush=True)
     parts.append(f"\n({time.perf_counter() - t0:.0f} s in all)")
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n\n".join(parts) + "\n")
+    save("\n\n".join(parts), args.out)
     print(parts[-1])
 
 

@@ -30,14 +30,13 @@ paper's method: ``base="laplace"`` fits the network to U minus the Laplace
 approximation and drives the leapfrog with their sum).
 """
 import argparse
-import os
-import platform
 import time
 
 import numpy as np
 import scipy.optimize as so
 
 import fastsurrogate as fs
+from _benchutil import machine_line, save
 
 PROBLEMS = {
     "sim": dict(n_hidden=2000, step_size=0.045, n_steps=6),
@@ -156,8 +155,7 @@ def main():
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     t0 = time.perf_counter()
-    head = (f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-            f"fastsurrogate {fs.__version__}; data-sum threads {args.threads}")
+    head = f"{machine_line()}; data-sum threads {args.threads}"
     parts = [head]
     for name in args.problems:
         shape, cfg, out = run(name, args.quick, args.threads, args.seed)
@@ -165,9 +163,7 @@ def main():
         print(parts[-1], flush=True)
     parts.append(f"\n({time.perf_counter() - t0:.0f} s in all)")
     text = "\n\n".join(parts)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    save(text, args.out)
     print(parts[-1])
 
 
