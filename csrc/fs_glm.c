@@ -302,10 +302,10 @@ int fs_inv_mills(double z, double *FS_RESTRICT out)
  *   requests go out at the pace of the reads;
  * - before each 4-row tile's dot products, the lines of the tile 2 (or
  *   more, at least FS__PF_BURST_BYTES) tiles further on are requested at
- *   once;
- * - the family terms of a panel read no X, so the cursor also requests
- *   FS__PF_TERM_LINES lines after each of their phases (fs__pf_step):
- *   without requests during them the memory pipeline drains.
+ *   once.
+ * The family terms of a panel read no X, so the cursor also requests
+ * FS__PF_TERM_LINES lines after each of their phases (fs__pf_step):
+ * without requests during them the memory pipeline drains.
  * Measured on a 2-core Zen 3 VM (N = 1e5, d = 50 and N = 5e4, d = 200,
  * logistic U + grad): without software prefetch a thread that computes
  * this much per byte reads memory at ~2/3 of the plain-read bandwidth;
