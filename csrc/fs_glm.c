@@ -333,16 +333,13 @@ int fs_inv_mills(double z, double *FS_RESTRICT out)
 #  define FS__PREFETCH(p) ((void)(p))
 #endif
 
-/* FS__PF_TERM_LINES cache lines at the cursor *pf, which moves past them
- * (nothing when pf is NULL). */
+/* FS__PF_TERM_LINES cache lines at the cursor *pf, which moves past them. */
 FS__INLINE void fs__pf_step(uintptr_t *pf)
 {
-    if (pf) {
-        const uintptr_t c = *pf;
-        int u;
-        for (u = 0; u < FS__PF_TERM_LINES; u++) FS__PREFETCH(c + 64 * (uintptr_t)u);
-        *pf = c + 64 * (uintptr_t)FS__PF_TERM_LINES;
-    }
+    const uintptr_t c = *pf;
+    int u;
+    for (u = 0; u < FS__PF_TERM_LINES; u++) FS__PREFETCH(c + 64 * (uintptr_t)u);
+    *pf = c + 64 * (uintptr_t)FS__PF_TERM_LINES;
 }
 
 /* ---- per-panel family terms --------------------------------------------- */

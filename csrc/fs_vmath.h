@@ -217,15 +217,6 @@ FS__INLINE fs__v4 fs__scale_v(fs__v4 p, fs__v4 k)
     return p * fs__pow2_v(k1s) * fs__pow2_v(k2s);
 }
 
-FS__INLINE fs__v4 fs__exp_v(fs__v4 x)
-{
-    fs__v4 k, r;
-    x = fs__sel(x < FS__EXP_LO, fs__set1(FS__EXP_LO), x);
-    x = fs__sel(x > FS__EXP_HI, fs__set1(FS__EXP_HI), x);
-    r = fs__reduce_v(x, &k);
-    return fs__scale_v(1.0 + fs__pm1_v(r), k);
-}
-
 /* exp(x) for x <= 0 or NaN (no upper clamp) */
 FS__INLINE fs__v4 fs__expneg_v(fs__v4 x)
 {
@@ -233,6 +224,12 @@ FS__INLINE fs__v4 fs__expneg_v(fs__v4 x)
     x = fs__sel(x < FS__EXP_LO, fs__set1(FS__EXP_LO), x);
     r = fs__reduce_v(x, &k);
     return fs__scale_v(1.0 + fs__pm1_v(r), k);
+}
+
+/* exp(x) for every x: fs__expneg_v after the upper clamp */
+FS__INLINE fs__v4 fs__exp_v(fs__v4 x)
+{
+    return fs__expneg_v(fs__sel(x > FS__EXP_HI, fs__set1(FS__EXP_HI), x));
 }
 
 FS__INLINE void fs__exp_expm1_v(fs__v4 x, fs__v4 *e, fs__v4 *m)
@@ -296,15 +293,14 @@ FS__INLINE double fs__dot1(const double *w, int ld, const double *x)
 {
 #ifdef FS__VEC
     const fs__v4 z = fs__set1(0.0);
-    fs__v4 l = z, h = z, s;
+    fs__v4 l = z, h = z;
     int j = 0;
     for (; j + 8 <= ld; j += 8) {
         l += fs__ld(w + j) * fs__ld(x + j);
         h += fs__ld(w + j + 4) * fs__ld(x + j + 4);
     }
     if (j < ld) l += fs__ld(w + j) * fs__ld(x + j);
-    s = l + h;
-    return (s[0] + s[1]) + (s[2] + s[3]);
+    return fs__hsum1(l + h);
 #else
     double s = 0.0;
     int j;

@@ -165,7 +165,6 @@ class RNSHMC(HMC):
             if base.dim != potential.dim:
                 raise ValueError(f"base has dim {base.dim}; the potential has {potential.dim}")
         self.base = base
-        self._base_pot = None if isinstance(base, str) else base
 
     # -- phases ---------------------------------------------------------------
     def _n_adapt(self, n_warmup):
@@ -191,11 +190,10 @@ class RNSHMC(HMC):
         ok = np.isfinite(U) & np.all(np.isfinite(Q), axis=1)
         return Q[ok], U[ok]
 
-    def train(self, Q, U, seed):
+    def train(self, Q, U, seed, base=None):
         """The surrogate fitted to (Q, U): the network, or base + network."""
         if Q.shape[0] < 2:
             raise RuntimeError("the exploration phase produced fewer than 2 training points")
-        base = self._base_pot
         if base is not None:
             U = U - np.array([base.value(q) for q in Q])
         net = train_random_network(Q, U, n_hidden=self.n_hidden, activation=self.activation,
@@ -209,7 +207,8 @@ class RNSHMC(HMC):
         lap = laplace_approximation(self.potential, best)
         return Gaussian(lap.mean, lap.cov)
 
-    def exploit(self, chain, trace, ctx, n_draws, net, explore_acc, Q, U, events, seed):
+    def exploit(self, chain, trace, ctx, n_draws, net, explore_acc, Q, U, events, seed,
+                base=None):
         """Surrogate-driven sampling with the guard; returns the chain in use."""
         i = 0
         while i < n_draws:
@@ -226,7 +225,7 @@ class RNSHMC(HMC):
                 Q = np.concatenate([Q, trace["draws"][:i]])
                 U = np.concatenate([U, trace["potential"][:i]])
                 with ctx.phase("train"):
-                    net = self.train(Q, U, [seed, ctx.index, i])
+                    net = self.train(Q, U, [seed, ctx.index, i], base)
                 drive = net
             else:
                 drive = self.potential
@@ -290,12 +289,12 @@ class RNSHMC(HMC):
         explore_acc = [float(t["accept_prob"][start:].mean()) if n_warmup > start else 1.0
                        for t in warm]
         t0 = time.perf_counter()
-        if isinstance(self.base, str):          # this run's own Laplace approximation
-            self._base_pot = self._laplace_base(Q, U)
-        net = self.surrogate if self.surrogate is not None else self.train(Q, U, net_seed)
+        # "laplace": this run's own Laplace approximation
+        base = self._laplace_base(Q, U) if isinstance(self.base, str) else self.base
+        net = self.surrogate if self.surrogate is not None else self.train(Q, U, net_seed, base)
         t_train = time.perf_counter() - t0
-        if self._base_pot is not None:
-            info["base"] = self._base_pot
+        if base is not None:
+            info["base"] = base
         info.update(n_train=int(Q.shape[0]), exploration_acceptance=explore_acc,
                     train_rmse=getattr(net, "info", {}).get("train_rmse") if hasattr(net, "info") else None)
         events = []
@@ -306,7 +305,7 @@ class RNSHMC(HMC):
             chain = self._continue_chain(chain_objs[k], net, ctx)
             with ctx.phase("sample"):
                 chain = self.exploit(chain, main[k], ctx, n_draws, net, explore_acc[k], Q, U,
-                                     events, net_seed)
+                                     events, net_seed, base)
             final_chains[k] = chain
             return chain
 
