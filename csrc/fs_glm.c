@@ -11,7 +11,7 @@
  *   products x_i . beta of the panel, 4 rows at a time (the loads of beta
  *   are shared); the residuals and losses of the panel, 4 rows per vector;
  *   then g += sum_i r_i x_i, 4 rows at a time, on rows still in L1.  A
- *   software-prefetch cursor runs one panel ahead.
+ *   software-prefetch cursor runs two panels ahead.
  *
  * Vector code without -ffast-math
  *   GNU vector extensions (4 doubles) with a scalar fallback that performs
@@ -87,6 +87,17 @@ static void fs__fisher_blocking(size_t n, size_t *rows, size_t *nc)
     *nc = (n + r - 1) / r;
 }
 
+/* Doubles between two blocks' partials in the eval workspace: d + 1,
+ * rounded up to whole 64-byte lines, so that two threads never write to
+ * the same cache line (each block updates its d gradient partials once per
+ * 4 rows); the workspace gets 8 doubles more, to align its start. */
+static size_t fs__eval_stride(size_t d) { return fs__round_up(d + 1, 8); }
+
+static double *fs__align64(double *p)
+{
+    return (double *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+}
+
 int fs_glm_workspace_size(size_t n, size_t d, size_t *eval_doubles,
                           size_t *fisher_doubles)
 {
@@ -94,7 +105,7 @@ int fs_glm_workspace_size(size_t n, size_t d, size_t *eval_doubles,
     if (n == 0 || d == 0) return FS_EINVAL;
     if (eval_doubles) {
         fs__eval_blocking(n, &rows, &nb);
-        *eval_doubles = nb * (d + 1);
+        *eval_doubles = nb * fs__eval_stride(d) + 8;
     }
     if (fisher_doubles) {
         fs__fisher_blocking(n, &rows, &nb);
@@ -295,34 +306,23 @@ int fs_inv_mills(double z, double *FS_RESTRICT out)
     return FS_OK;
 }
 
-/* Software prefetch, two streams:
- * - a cursor runs FS__PF_PANELS panels ahead of the rows being read and
- *   requests one cache line per 128 bytes that the dot products and the
- *   gradient updates read (per 64 bytes when there is no update), so that
- *   requests go out at the pace of the reads;
- * - before each 4-row tile's dot products, the lines of the tile 2 (or
- *   more, at least FS__PF_BURST_BYTES) tiles further on are requested at
- *   once.
- * The family terms of a panel read no X, so the cursor also requests
- * FS__PF_TERM_LINES lines after each of their phases (fs__pf_step):
- * without requests during them the memory pipeline drains.
- * Measured on a 2-core Zen 3 VM (N = 1e5, d = 50 and N = 5e4, d = 200,
- * logistic U + grad): without software prefetch a thread that computes
- * this much per byte reads memory at ~2/3 of the plain-read bandwidth;
- * the cursor alone gains 10-25 %, the two together another 5-15 %, better
- * than the bursts alone or than prefetching at a fixed distance from
- * every row.  With the per-family block kernels below, the requests
- * during the family terms take logistic U + grad at N = 1e5, d = 50 from
- * 0.955 to 0.875 of the time before both changes with 1 thread, and from
- * 0.964 to 0.944 with 2 (d = 200, 2 threads: 0.98).  Figures: medians of
- * 100-300 alternating calls of two builds linked into one program, the
- * geometric mean over both orders of the builds in the binary (the order
- * alone moves a build by up to 5 %). */
+/* Software prefetch: a cursor runs FS__PF_PANELS panels ahead of the rows
+ * being read and requests one cache line per 128 bytes that the dot
+ * products and the gradient updates read (per 64 bytes when there is no
+ * update), so that requests go out at the pace of the reads.  The family
+ * terms of a panel read no X, so the cursor also requests FS__PF_TERM_LINES
+ * lines after each of their phases (fs__pf_step): without requests during
+ * them the memory pipeline drains.
+ * The hardware prefetchers alone do not keep up: a 4-row tile reads four
+ * short streams 8d bytes apart.  Measured on a 2-core Zen 5 VM (AVX-512,
+ * 2 MB L2 per core), logistic U + grad at N = 1e5, d = 50 (40 MB of X),
+ * medians of 51 calls: no software prefetch 1.14 ms with 2 threads; the
+ * cursor one panel ahead together with a burst of the lines of the tile
+ * 3 tiles ahead (the best setting on a Zen 3 VM with 512 KB L2) 0.62-0.66
+ * ms; the cursor alone 2 panels ahead 0.50 ms (3 panels 0.50-0.51, 4 0.54,
+ * 8 0.56; the burst added to 2 panels: 0.52).  1 thread: 1.24, 0.93 ms. */
 #ifndef FS__PF_PANELS
-#define FS__PF_PANELS 1
-#endif
-#ifndef FS__PF_BURST_BYTES
-#define FS__PF_BURST_BYTES 4096
+#define FS__PF_PANELS 2
 #endif
 #ifndef FS__PF_TERM_LINES
 #define FS__PF_TERM_LINES 4
@@ -704,7 +704,7 @@ FS__INLINE void fs__axpy1(double *FS_RESTRICT g, double r,
  * mod 4) combined at the end as ((l0 + l2) + (l1 + l3)).
  * Rows go by panels of 4 to FS__PANEL rows (the last panel of a block may
  * be shorter): the panel's dot products, tile by tile (with the prefetches
- * of rows further on); the panel's family terms; the gradient updates,
+ * of rows FS__PF_PANELS panels further on); the panel's family terms; the gradient updates,
  * tile by tile, on rows that are still in L1 (continuing the prefetch). */
 FS__INLINE void fs__eval_block(const fs_glm *m, const int family,
                                const double *FS_RESTRICT beta,
@@ -721,9 +721,6 @@ FS__INLINE void fs__eval_block(const fs_glm *m, const int family,
     double *lp = want_value ? l : NULL;
     double *rp = want_grad ? r : NULL;
     double bt[4];
-    const size_t tile_bytes = FS__TILE * d * sizeof(double);
-    const uintptr_t burst_dist = (uintptr_t)tile_bytes *
-        (tile_bytes * 2 >= FS__PF_BURST_BYTES ? 2 : (FS__PF_BURST_BYTES + tile_bytes - 1) / tile_bytes);
     uintptr_t pf_dist;
     size_t i, j, q;
 #ifdef FS__VEC
@@ -743,11 +740,8 @@ FS__INLINE void fs__eval_block(const fs_glm *m, const int family,
         const double *x = X + i * d;
         /* prefetch cursor: the rows FS__PF_PANELS panels further on */
         uintptr_t pf = (uintptr_t)x + pf_dist;
-        for (q = 0; q + FS__TILE <= k; q += FS__TILE) {
-            const uintptr_t bp = (uintptr_t)(x + q * d) + burst_dist;
-            for (j = 0; j < tile_bytes; j += 64) FS__PREFETCH(bp + j);
+        for (q = 0; q + FS__TILE <= k; q += FS__TILE)
             fs__dot_tile(x + q * d, d, beta, bt, t + q, &pf, want_grad ? 2 : 4);
-        }
         for (; q < k; q++) t[q] = fs__dot_row(x + q * d, beta, bt, d);
         fs__family_terms(m, family, y + i, t, k, lp, rp, &pf);
         if (want_value) {
@@ -791,7 +785,7 @@ typedef void (*fs__block_fn)(const fs_glm *, const double *, size_t, size_t,
 int fs_glm_eval(const fs_glm *m, const double *beta, double *FS_RESTRICT value,
                 double *FS_RESTRICT grad, double *FS_RESTRICT work)
 {
-    const size_t d = m->d, n = m->n, stride = d + 1;
+    const size_t d = m->d, n = m->n, stride = fs__eval_stride(d);
     const int want_value = value != NULL, want_grad = grad != NULL;
     size_t rows, nbs, j;
     int nb, b, nt;
@@ -803,6 +797,7 @@ int fs_glm_eval(const fs_glm *m, const double *beta, double *FS_RESTRICT value,
                      : fs__block_gaussian;
 
     if (!want_value && !want_grad) return FS_OK;
+    work = fs__align64(work);
     fs__eval_blocking(n, &rows, &nbs);
     nb = (int)nbs;
     nt = m->n_threads < nb ? m->n_threads : nb;
@@ -1029,34 +1024,47 @@ int fs_glm_fisher(const fs_glm *m, const double *beta, double *FS_RESTRICT F,
 #define FS__FLOOR_BLOCK 65536
 #define FS__FLOOR_MAX_BLOCKS 4096
 
-/* Four vector partial sums (16 doubles per step): with two, the sum would
- * be bound by the latency of the additions (~21 bytes per cycle) rather
- * than by the bandwidth of cache or memory. */
+/* Four partial sums of 8 lanes (32 doubles per step): with fewer, the sum
+ * is bound by the latency of the additions rather than by the bandwidth of
+ * cache or memory, and on AVX-512 a read by 32-byte loads streams a 40 MB
+ * X from memory ~25 % slower than one by 64-byte loads (Zen 5, 1 thread).
+ * The 8-lane vectors are 64-byte GNU vectors: one register with AVX-512,
+ * two or four elsewhere. */
+#ifdef FS__VEC
+typedef double fs__v8 __attribute__((vector_size(64)));
+FS__INLINE fs__v8 fs__ld8(const double *p)
+{
+    fs__v8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+#endif
+
 FS_CLONES
 static double fs__sum_block(const double *FS_RESTRICT x, size_t len)
 {
     double s;
     size_t j = 0;
 #ifdef FS__VEC
-    fs__v4 a0 = fs__set1(0.0), a1 = a0, a2 = a0, a3 = a0;
-    for (; j + 16 <= len; j += 16) {
-        a0 += fs__ld(x + j);
-        a1 += fs__ld(x + j + 4);
-        a2 += fs__ld(x + j + 8);
-        a3 += fs__ld(x + j + 12);
+    fs__v8 a0 = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, a1 = a0, a2 = a0, a3 = a0;
+    for (; j + 32 <= len; j += 32) {
+        a0 += fs__ld8(x + j);
+        a1 += fs__ld8(x + j + 8);
+        a2 += fs__ld8(x + j + 16);
+        a3 += fs__ld8(x + j + 24);
     }
     {
-        const fs__v4 sv = (a0 + a2) + (a1 + a3);
-        s = (sv[0] + sv[2]) + (sv[1] + sv[3]);
+        const fs__v8 sv = (a0 + a2) + (a1 + a3);
+        s = ((sv[0] + sv[4]) + (sv[2] + sv[6])) + ((sv[1] + sv[5]) + (sv[3] + sv[7]));
     }
 #else
-    double a[16];
+    double a[32];
     size_t l;
-    for (l = 0; l < 16; l++) a[l] = 0.0;
-    for (; j + 16 <= len; j += 16)
-        for (l = 0; l < 16; l++) a[l] += x[j + l];
-    for (l = 0; l < 4; l++) a[l] = (a[l] + a[l + 8]) + (a[l + 4] + a[l + 12]);
-    s = (a[0] + a[2]) + (a[1] + a[3]);
+    for (l = 0; l < 32; l++) a[l] = 0.0;
+    for (; j + 32 <= len; j += 32)
+        for (l = 0; l < 32; l++) a[l] += x[j + l];
+    for (l = 0; l < 8; l++) a[l] = (a[l] + a[l + 16]) + (a[l + 8] + a[l + 24]);
+    s = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 #endif
     for (; j < len; j++) s += x[j];
     return s;

@@ -15,7 +15,7 @@
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
     defined(__GLIBC__) && (__GNUC__ >= 11) && !defined(FS_NO_TARGET_CLONES)
-#  define FS_CLONES __attribute__((target_clones("avx512f", "arch=x86-64-v3", "default")))
+#  define FS_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #  define FS_CLONES
 #endif
