@@ -318,11 +318,14 @@ int fs_inv_mills(double z, double *FS_RESTRICT out)
  * The hardware prefetchers alone do not keep up: a 4-row tile reads four
  * short streams 8d bytes apart.  Measured on a 2-core Zen 5 VM (AVX-512,
  * 2 MB L2 per core), logistic U + grad at N = 1e5, d = 50 (40 MB of X),
- * medians of 51 calls: no software prefetch 1.14 ms with 2 threads; the
+ * panels of 16 rows, medians of 51 calls in a C program that alternates
+ * the builds: with 2 threads (1 thread), no software prefetch 1.14 ms; the
  * cursor one panel ahead together with a burst of the lines of the tile
- * 3 tiles ahead (the best setting on a Zen 3 VM with 512 KB L2) 0.62-0.66
- * ms; the cursor alone 2 panels ahead 0.50 ms (3 panels 0.50-0.51, 4 0.54,
- * 8 0.56; the burst added to 2 panels: 0.52).  1 thread: 1.24, 0.93 ms. */
+ * 3 tiles ahead (the best setting on a Zen 3 VM with 512 KB L2) 0.56-0.59
+ * ms (1.11-1.16); the cursor alone two panels ahead 0.44-0.45 ms
+ * (0.87-0.89).  In a build with 8-lane dot products (no faster in cache),
+ * 3 panels ahead were as fast as 2, 4 and 8 panels 6-12 % slower, and the
+ * burst added to 2 panels 4 % slower. */
 #ifndef FS__PF_PANELS
 #define FS__PF_PANELS 2
 #endif

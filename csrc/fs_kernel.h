@@ -2,10 +2,12 @@
  * (fs_glm.c, fs_network.c, fs_mlp.c, fs_greville.c).  Private to csrc/.
  *
  * FS_CLONES: function multi-versioning.  GCC >= 11 on x86-64 with glibc
- *   (ifunc) compiles a hot kernel for AVX-512, x86-64-v3 (AVX2 + FMA) and
- *   the baseline, and picks one at load time, so a portable -O3 wheel still
- *   runs AVX2 / AVX-512 code; elsewhere (or with FS_NO_TARGET_CLONES) one
- *   generic version.
+ *   (ifunc) compiles a hot kernel for x86-64-v4 (AVX-512 F/BW/CD/DQ/VL,
+ *   with FMA), x86-64-v3 (AVX2 + FMA) and the baseline, and picks one at
+ *   load time, so a portable -O3 wheel still runs AVX2 / AVX-512 code;
+ *   elsewhere (or with FS_NO_TARGET_CLONES) one generic version.  A bare
+ *   "avx512f" target would not do: it enables neither FMA for 256-bit
+ *   vectors nor AVX-512VL, so the kernels' 4-wide code ran unfused there.
  * FS__INLINE: helpers called from the multi-versioned kernels must be
  *   inlined into them, or they would run the baseline ISA (and pass
  *   vectors in memory).
