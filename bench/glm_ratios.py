@@ -1,6 +1,7 @@
 """Speed of the fused GLM kernel, as ratios measured in ONE run.
 
     python bench/glm_ratios.py [--repeats 15] [--sizes 100000x50,50000x200]
+                               [--cache cold|warm] [--x-pages default|huge]
 
 For each problem size (N rows, d columns) it times, round-robin (so that a
 slow spell of a shared machine hits every contender alike), the median of
@@ -17,6 +18,20 @@ N = 100000, d = 50 (other sizes are reported without a bar):
 * C(2 threads) / floor(2 threads)    bar: <= 1.3
 
 The exit status is 0 when the bars are met at every size that has them.
+
+Cache state (``--cache``).  The floor is the memory-bandwidth floor: one read
+of X from memory.  With ``cold`` (the default), every timed call is preceded
+by an untimed read of a scratch array of ``--evict-mb`` MB (64: twice the
+32 MB L3 of the development machine; raise it on a machine with a larger
+last-level cache), so that every contender reads X from memory.  With
+``warm``, calls follow each other with nothing in between, and a part of a
+40 MB X can still be in the L3 from the call before: the plain read gains
+from that far more than the kernel, which is bound by its arithmetic there.
+
+Pages (``--x-pages``).  ``default`` times X as NumPy allocates it; ``huge``
+copies X into a 2 MB-aligned buffer advised MADV_HUGEPAGE (Linux), which
+makes the plain read faster (fewer TLB misses) and leaves the kernel, whose
+software prefetch already hides them, as it was.
 
 NumPy's BLAS threads: with threadpoolctl installed, NumPy is timed with 1 and
 with 2 BLAS threads.  Without it, OPENBLAS_NUM_THREADS / OMP_NUM_THREADS /
@@ -79,11 +94,35 @@ def blas_limits():
     return {label: contextlib.nullcontext}, note
 
 
-def time_round_robin(fns, repeats, warmup=3):
+def huge_page_copy(X):
+    """A copy of X in a 2 MB-aligned anonymous mapping advised MADV_HUGEPAGE.
+
+    Returns (array, mapping); keep the mapping alive as long as the array.
+    """
+    import mmap
+    align = 2 << 20
+    m = mmap.mmap(-1, X.nbytes + align)
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        m.madvise(mmap.MADV_HUGEPAGE)
+    buf = np.frombuffer(m, dtype=np.uint8)
+    off = (-buf.ctypes.data) % align
+    Xh = buf[off:off + X.nbytes].view(np.float64).reshape(X.shape)
+    Xh[...] = X
+    return Xh, m
+
+
+def evictor(megabytes):
+    """A callable that reads ``megabytes`` MB of scratch memory (2 threads)."""
+    scratch = np.ones(int(megabytes * 2**20) // 8)
+    return lambda: _read_floor(scratch, 2)
+
+
+def time_round_robin(fns, repeats, warmup=3, before=None):
     """Seconds of ``repeats`` calls of each callable, one call of each per round.
 
     ``fns`` maps a label to ``fn`` or to ``(fn, context_factory)``; the
     context (e.g. a BLAS thread limit) is entered outside the timed call.
+    ``before``, when given, is called (untimed) before every timed call.
     """
     fns = {k: v if isinstance(v, tuple) else (v, contextlib.nullcontext)
            for k, v in fns.items()}
@@ -95,20 +134,32 @@ def time_round_robin(fns, repeats, warmup=3):
     for _ in range(repeats):
         for k, (fn, ctx) in fns.items():
             with ctx():
+                if before is not None:
+                    before()
                 t0 = time.perf_counter()
                 fn()
                 times[k].append(time.perf_counter() - t0)
     return times
 
 
-def run(sizes=SIZES, repeats=15, out=sys.stdout):
+def run(sizes=SIZES, repeats=15, out=sys.stdout, cache="cold", x_pages="default",
+        evict_mb=64):
     limits, note = blas_limits()
+    before = evictor(evict_mb) if cache == "cold" else None
     print(f"# {note}", file=out)
     print(f"# {os.cpu_count()} CPUs; median of {repeats} repeats after warm-up", file=out)
+    if cache == "cold":
+        print(f"# cache: cold (a {evict_mb} MB read before every timed call: X comes "
+              "from memory)", file=out)
+    else:
+        print("# cache: warm (calls back to back: part of X may be in cache)", file=out)
+    print(f"# X pages: {x_pages}", file=out)
     results = {}
     all_ok = True
     for n, d in sizes:
         X, y, beta = make_problem(n, d)
+        if x_pages == "huge":
+            X, _mapping = huge_page_copy(X)
         c1 = LogisticRegression(X, y, prior_sd=PRIOR_SD, n_threads=1)
         c2 = LogisticRegression(X, y, prior_sd=PRIOR_SD, n_threads=2)
         v_np, g_np = numpy_logistic(X, y, beta)
@@ -129,7 +180,7 @@ def run(sizes=SIZES, repeats=15, out=sys.stdout):
             fns[label] = (lambda: numpy_logistic(X, y, beta), ctx)
             if k == 1:
                 np_key = label
-        times = time_round_robin(fns, repeats)
+        times = time_round_robin(fns, repeats, before=before)
         med = {k: float(np.median(v)) for k, v in times.items()}
         best = {k: float(np.min(v)) for k, v in times.items()}
 
@@ -177,9 +228,16 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--sizes", default=",".join(f"{n}x{d}" for n, d in SIZES),
                    help="comma-separated NxD list")
+    p.add_argument("--cache", choices=["cold", "warm"], default="cold",
+                   help="cold: evict X from the caches before every timed call")
+    p.add_argument("--evict-mb", type=float, default=64.0,
+                   help="MB read to evict X (cold cache); at least twice the last-level cache")
+    p.add_argument("--x-pages", choices=["default", "huge"], default="default",
+                   help="huge: X in a 2 MB-aligned MADV_HUGEPAGE buffer")
     args = p.parse_args(argv)
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]
-    _, ok = run(sizes, args.repeats)
+    _, ok = run(sizes, args.repeats, cache=args.cache, x_pages=args.x_pages,
+                evict_mb=args.evict_mb)
     return 0 if ok else 1
 
 
