@@ -92,7 +92,8 @@ static void fs__fisher_blocking(size_t n, size_t *rows, size_t *nc)
 /* Doubles between two blocks' partials in the eval workspace: d + 1,
  * rounded up to whole 64-byte lines, so that two threads never write to
  * the same cache line (each block updates its d gradient partials once per
- * 4 rows); the workspace gets 8 doubles more, to align its start. */
+ * 4 rows); the workspace gets 8 doubles more, to align its start.  The
+ * Fisher chunks' d x d partials are spaced the same way. */
 static size_t fs__eval_stride(size_t d) { return fs__round_up(d + 1, 8); }
 
 static double *fs__align64(double *p)
@@ -111,7 +112,7 @@ int fs_glm_workspace_size(size_t n, size_t d, size_t *eval_doubles,
     }
     if (fisher_doubles) {
         fs__fisher_blocking(n, &rows, &nb);
-        *fisher_doubles = nb * d * d;
+        *fisher_doubles = nb * fs__round_up(d * d, 8) + 8;
     }
     return FS_OK;
 }
@@ -987,10 +988,11 @@ static void fs__fisher_chunk(const fs_glm *m, const double *FS_RESTRICT beta,
 int fs_glm_fisher(const fs_glm *m, const double *beta, double *FS_RESTRICT F,
                   double *FS_RESTRICT work)
 {
-    const size_t d = m->d, n = m->n, dd = d * d;
+    const size_t d = m->d, n = m->n, dd = fs__round_up(d * d, 8);
     size_t rows, ncs, j, l;
     int nc, c, nt;
 
+    work = fs__align64(work);
     fs__fisher_blocking(n, &rows, &ncs);
     nc = (int)ncs;
     nt = m->n_threads < nc ? m->n_threads : nc;
