@@ -13,7 +13,19 @@ loops (leapfrog, chain loop, surrogate and data-sum gradients) in C.
 import inspect
 import os as _os
 
-from ._potential import Potential, PotentialError, WeightedSum, RecordingPotential
+try:
+    from ._potential import Potential, PotentialError, WeightedSum, RecordingPotential
+except ImportError as _exc:
+    _here = _os.path.dirname(_os.path.abspath(__file__))
+    if not any(f.startswith("_potential.") and f.endswith((".so", ".pyd"))
+               for f in _os.listdir(_here)):
+        raise ImportError(
+            f"fastsurrogate was imported from {_here}, a source checkout with no "
+            "compiled extensions (Python puts the current directory first on the "
+            "import path). Run Python from another directory to use the installed "
+            "package, or build in place with `python setup.py build_ext --inplace`."
+        ) from _exc
+    raise
 from . import models, diagnostics, datasets
 from .result import Result
 from .samplers import HMC, RNSHMC, ARNSHMC, NNGHMC, VHMC, SAMPLERS

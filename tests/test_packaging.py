@@ -1,0 +1,34 @@
+"""How the package behaves when imported from its own source checkout."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SRC_PKG = REPO / "fastsurrogate"
+
+
+def _has_compiled(pkg):
+    return any(p.name.startswith("_potential.") and p.suffix in (".so", ".pyd")
+               for p in pkg.iterdir())
+
+
+def test_import_from_uncompiled_checkout_says_what_to_do():
+    if not (SRC_PKG / "__init__.py").is_file():
+        pytest.skip("no source checkout beside the tests")
+    if _has_compiled(SRC_PKG):
+        pytest.skip("the checkout is built in place: importing from it works")
+    proc = subprocess.run([sys.executable, "-c", "import fastsurrogate"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "source checkout with no compiled extensions" in proc.stderr
+    assert "Run Python from another directory" in proc.stderr
+
+
+def test_installed_package_imports_from_outside_the_checkout(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-c", "import fastsurrogate, sys; print(fastsurrogate.__file__)"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("__init__.py")
