@@ -97,7 +97,7 @@ def blas_limits():
 def huge_page_copy(X):
     """A copy of X in a 2 MB-aligned anonymous mapping advised MADV_HUGEPAGE.
 
-    Returns (array, mapping); keep the mapping alive as long as the array.
+    The array's base chain holds the mapping, which lives as long as it does.
     """
     import mmap
     align = 2 << 20
@@ -108,7 +108,7 @@ def huge_page_copy(X):
     off = (-buf.ctypes.data) % align
     Xh = buf[off:off + X.nbytes].view(np.float64).reshape(X.shape)
     Xh[...] = X
-    return Xh, m
+    return Xh
 
 
 def evictor(megabytes):
@@ -159,7 +159,7 @@ def run(sizes=SIZES, repeats=15, out=sys.stdout, cache="cold", x_pages="default"
     for n, d in sizes:
         X, y, beta = make_problem(n, d)
         if x_pages == "huge":
-            X, _mapping = huge_page_copy(X)
+            X = huge_page_copy(X)
         c1 = LogisticRegression(X, y, prior_sd=PRIOR_SD, n_threads=1)
         c2 = LogisticRegression(X, y, prior_sd=PRIOR_SD, n_threads=2)
         v_np, g_np = numpy_logistic(X, y, beta)

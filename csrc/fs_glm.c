@@ -4,7 +4,7 @@
  * Layout of the eval kernel
  *   Rows [0, n) are cut into nb blocks of `rows` rows (fs__eval_blocking,
  *   a function of n only).  Block b writes d gradient partials and one value
- *   partial to work[b*(d+1) ...].  OpenMP (static schedule) spreads the
+ *   partial to work[b*fs__eval_stride(d) ...].  OpenMP (static schedule) spreads the
  *   blocks over threads; the partials are then added in block order, so the
  *   thread count never changes a bit of the result.
  *   Inside a block, rows go by panels of up to 24 rows (<= 16 KB): the dot
@@ -89,12 +89,14 @@ static void fs__fisher_blocking(size_t n, size_t *rows, size_t *nc)
     *nc = (n + r - 1) / r;
 }
 
-/* Doubles between two blocks' partials in the eval workspace: d + 1,
- * rounded up to whole 64-byte lines, so that two threads never write to
- * the same cache line (each block updates its d gradient partials once per
- * 4 rows); the workspace gets 8 doubles more, to align its start.  The
- * Fisher chunks' d x d partials are spaced the same way. */
+/* Doubles between two blocks' partials in the eval workspace (d + 1) and
+ * between two chunks' partials in the Fisher workspace (d * d), rounded up
+ * to whole 64-byte lines, so that two threads never write to the same cache
+ * line (a block updates its d gradient partials once per 4 rows); each
+ * workspace gets FS__ALIGN_SLACK doubles more, to align its start. */
+#define FS__ALIGN_SLACK 8
 static size_t fs__eval_stride(size_t d) { return fs__round_up(d + 1, 8); }
+static size_t fs__fisher_stride(size_t d) { return fs__round_up(d * d, 8); }
 
 static double *fs__align64(double *p)
 {
@@ -108,11 +110,11 @@ int fs_glm_workspace_size(size_t n, size_t d, size_t *eval_doubles,
     if (n == 0 || d == 0) return FS_EINVAL;
     if (eval_doubles) {
         fs__eval_blocking(n, &rows, &nb);
-        *eval_doubles = nb * fs__eval_stride(d) + 8;
+        *eval_doubles = nb * fs__eval_stride(d) + FS__ALIGN_SLACK;
     }
     if (fisher_doubles) {
         fs__fisher_blocking(n, &rows, &nb);
-        *fisher_doubles = nb * fs__round_up(d * d, 8) + 8;
+        *fisher_doubles = nb * fs__fisher_stride(d) + FS__ALIGN_SLACK;
     }
     return FS_OK;
 }
@@ -710,8 +712,9 @@ FS__INLINE void fs__axpy1(double *FS_RESTRICT g, double r,
  * mod 4) combined at the end as ((l0 + l2) + (l1 + l3)).
  * Rows go by panels of 4 to FS__PANEL rows (the last panel of a block may
  * be shorter): the panel's dot products, tile by tile (with the prefetches
- * of rows FS__PF_PANELS panels further on); the panel's family terms; the gradient updates,
- * tile by tile, on rows that are still in L1 (continuing the prefetch). */
+ * of rows FS__PF_PANELS panels further on); the panel's family terms; the
+ * gradient updates, tile by tile, on rows that are still in L1 (continuing
+ * the prefetch). */
 FS__INLINE void fs__eval_block(const fs_glm *m, const int family,
                                const double *FS_RESTRICT beta,
                                size_t i0, size_t i1, int want_value, int want_grad,
@@ -988,7 +991,7 @@ static void fs__fisher_chunk(const fs_glm *m, const double *FS_RESTRICT beta,
 int fs_glm_fisher(const fs_glm *m, const double *beta, double *FS_RESTRICT F,
                   double *FS_RESTRICT work)
 {
-    const size_t d = m->d, n = m->n, dd = fs__round_up(d * d, 8);
+    const size_t d = m->d, n = m->n, dd = fs__fisher_stride(d);
     size_t rows, ncs, j, l;
     int nc, c, nt;
 
@@ -1035,17 +1038,7 @@ int fs_glm_fisher(const fs_glm *m, const double *beta, double *FS_RESTRICT F,
  * is bound by the latency of the additions rather than by the bandwidth of
  * cache or memory, and on AVX-512 a read by 32-byte loads streams a 40 MB
  * X from memory ~25 % slower than one by 64-byte loads (Zen 5, 1 thread).
- * The 8-lane vectors are 64-byte GNU vectors: one register with AVX-512,
- * two or four elsewhere. */
-#ifdef FS__VEC
-typedef double fs__v8 __attribute__((vector_size(64)));
-FS__INLINE fs__v8 fs__ld8(const double *p)
-{
-    fs__v8 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-#endif
+ * fs__v8 (fs_vmath.h) is one register with AVX-512, two or four elsewhere. */
 
 FS_CLONES
 static double fs__sum_block(const double *FS_RESTRICT x, size_t len)

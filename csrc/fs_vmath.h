@@ -1,7 +1,8 @@
 /* fs_vmath.h: the elementwise math shared by the network kernels
  * (fs_network.c, fs_mlp.c): exp, exp with expm1, log1p on [0, 1], scalar and
- * 4-wide with the same arithmetic, and the 4-wide vector helpers (types,
- * loads, stores, lane selects, row sums), which fs_glm.c uses too.  Private
+ * 4-wide with the same arithmetic, and the 4-wide (and one 8-wide) vector
+ * helpers (types, loads, stores, lane selects, row sums), which fs_glm.c uses
+ * too.  Private
  * to csrc/.  Include after fs_kernel.h, with FS__VEC defined when the compiler
  * has GNU vector extensions; needs <math.h>, <stdint.h> and <string.h>.
  * Everything is static inline: each kernel file (and each of its
@@ -158,6 +159,17 @@ FS__INLINE fs__v4 fs__ld(const double *p)
 }
 
 FS__INLINE void fs__st(double *p, fs__v4 v) { memcpy(p, &v, sizeof v); }
+
+/* 8 lanes, for the plain read of fs_read_floor: one AVX-512 register, two
+ * AVX2 registers, four SSE2 registers */
+typedef double fs__v8 __attribute__((vector_size(64)));
+
+FS__INLINE fs__v8 fs__ld8(const double *p)
+{
+    fs__v8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
 
 FS__INLINE fs__v4 fs__set1(double a)
 {
