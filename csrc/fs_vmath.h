@@ -2,9 +2,9 @@
  * (fs_network.c, fs_mlp.c): exp, exp with expm1, log1p on [0, 1], scalar and
  * 4-wide with the same arithmetic, and the 4-wide (and one 8-wide) vector
  * helpers (types, loads, stores, lane selects, row sums), which fs_glm.c uses
- * too.  Private
- * to csrc/.  Include after fs_kernel.h, with FS__VEC defined when the compiler
- * has GNU vector extensions; needs <math.h>, <stdint.h> and <string.h>.
+ * too.  Private to csrc/.  Include after fs_kernel.h, with FS__VEC defined
+ * when the compiler has GNU vector extensions; needs <math.h>, <stdint.h>
+ * and <string.h>.
  * Everything is static inline: each kernel file (and each of its
  * target_clones versions) gets its own copy. */
 #ifndef FS_VMATH_H
