@@ -63,6 +63,7 @@ NP_RANDOM_LIB = os.path.join(os.path.dirname(np.__file__), "random", "lib")
 
 
 def ext(name, sources, rng=False):
+    """The extension fastsurrogate.<name> ("core._hmc") from <name>.pyx and csrc/ sources."""
     kw = dict(
         include_dirs=[CSRC, np.get_include()],
         extra_compile_args=CFLAGS,
@@ -72,21 +73,25 @@ def ext(name, sources, rng=False):
     if rng:
         kw["library_dirs"] = [NP_RANDOM_LIB]
         kw["libraries"] = ["npyrandom", "m"]
-    srcs = [f"fastsurrogate/{name}.pyx"] + [os.path.join(CSRC, s) for s in sources]
+    srcs = [f"fastsurrogate/{name.replace('.', '/')}.pyx"] + [os.path.join(CSRC, s) for s in sources]
     return Extension(f"fastsurrogate.{name}", srcs, **kw)
 
 
 ALL_EXTENSIONS = [
-    ext("_blas", ["fs_common.c"]),
-    ext("_potential", ["fs_common.c", "fs_compose.c"]),
-    ext("_hmc", ["fs_common.c", "fs_hmc.c"], rng=True),
-    ext("_glm", ["fs_common.c", "fs_glm.c"]),
-    ext("_models", ["fs_common.c", "fs_models.c", "fs_garch.c", "fs_gpreg.c"]),
-    ext("_network", ["fs_common.c", "fs_network.c"]),
-    ext("_online", ["fs_common.c", "fs_greville.c", "fs_smw.c"]),
-    ext("_mlp", ["fs_common.c", "fs_mlp.c"]),
+    # core: the contract, the chain loop, BLAS
+    ext("core._blas", ["fs_common.c"]),
+    ext("core._potential", ["fs_common.c", "fs_compose.c"]),
+    ext("core._hmc", ["fs_common.c", "fs_hmc.c"], rng=True),
+    # models: data-sum GLM kernels and the other compiled models
+    ext("models._glm", ["fs_common.c", "fs_glm.c"]),
+    ext("models._models", ["fs_common.c", "fs_models.c", "fs_garch.c", "fs_gpreg.c"]),
+    # surrogates: random networks, their online trainers, gradient networks
+    ext("surrogates._network", ["fs_common.c", "fs_network.c"]),
+    ext("surrogates._online", ["fs_common.c", "fs_greville.c", "fs_smw.c"]),
+    ext("surrogates._mlp", ["fs_common.c", "fs_mlp.c"]),
 ]
-# Development convenience: FASTSURROGATE_EXTENSIONS=_blas,_glm builds a subset.
+# Development convenience: FASTSURROGATE_EXTENSIONS=_blas,_glm builds a subset
+# (by the module's last name).
 _only = os.environ.get("FASTSURROGATE_EXTENSIONS")
 EXTENSIONS = [e for e in ALL_EXTENSIONS
               if not _only or e.name.split(".")[-1] in _only.split(",")]
@@ -115,6 +120,6 @@ DIRECTIVES = dict(
 
 setup(
     ext_modules=cythonize(EXTENSIONS, compiler_directives=DIRECTIVES,
-                          include_path=["fastsurrogate"]),
+                          include_path=[HERE]),
     cmdclass={"build_py": build_py_with_headers},
 )

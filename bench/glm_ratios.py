@@ -55,7 +55,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy.special import expit  # noqa: E402
 
-from fastsurrogate._glm import LogisticRegression, _read_floor  # noqa: E402
+from fastsurrogate.models._glm import LogisticRegression, _read_floor  # noqa: E402
 
 SIZES = [(100_000, 50), (50_000, 200)]
 BAR_SIZE = (100_000, 50)   # the size the acceptance bars are set for

@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 import fastsurrogate as fs
-from fastsurrogate._hmc import Chain, new_trace
+from fastsurrogate.core._hmc import Chain, new_trace
 
 
 def median_time(fn, repeats=7):

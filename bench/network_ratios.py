@@ -19,8 +19,8 @@ import time
 import numpy as np
 from scipy.special import expit
 
-from fastsurrogate._glm import _read_floor
-from fastsurrogate._network import RandomNetwork
+from fastsurrogate.models._glm import _read_floor
+from fastsurrogate.surrogates._network import RandomNetwork
 
 SIZES = [(2000, 50), (1000, 24), (2500, 60)]
 

@@ -47,7 +47,7 @@ if ARGS.blas_threads != "keep":
 
 import numpy as np  # noqa: E402
 
-from fastsurrogate._online import GrevilleTrainer, SMWTrainer  # noqa: E402
+from fastsurrogate.surrogates._online import GrevilleTrainer, SMWTrainer  # noqa: E402
 
 
 def median_per_update(prepare, run, block, repeats):

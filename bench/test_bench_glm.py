@@ -17,7 +17,7 @@ import os
 import numpy as np
 import pytest
 
-from fastsurrogate._glm import LogisticRegression, _read_floor
+from fastsurrogate.models._glm import LogisticRegression, _read_floor
 from glm_ratios import PRIOR_SD, make_problem, numpy_logistic
 
 SIZES = [(100_000, 50), (50_000, 200)]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import fastsurrogate as fs
-from fastsurrogate._hmc import Chain, new_trace
+from fastsurrogate.core._hmc import Chain, new_trace
 
 DIM, N_ITER, N_STEPS = 50, 2000, 10
 

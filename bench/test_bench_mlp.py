@@ -27,7 +27,7 @@ import pytest
 from scipy.special import expit
 
 from fastsurrogate.surrogates import GradientNetwork, fit_gradient_network
-from fastsurrogate._blas_threads import blas_threads
+from fastsurrogate.core._blas_threads import blas_threads
 
 SINGLE = [(50, 100, 1), (200, 50, 8)]
 SINGLE_IDS = ["d50-h100", "d200-8x50"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from fastsurrogate._network import RandomNetwork
+from fastsurrogate.surrogates._network import RandomNetwork
 
 SIZES = [(2000, 50), (1000, 24), (2500, 60)]
 IDS = [f"s{s}-d{d}" for s, d in SIZES]

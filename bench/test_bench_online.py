@@ -12,7 +12,7 @@ at these sizes a threaded BLAS spends more on thread wake-ups than on work.
 import numpy as np
 import pytest
 
-from fastsurrogate._online import GrevilleTrainer, SMWTrainer
+from fastsurrogate.surrogates._online import GrevilleTrainer, SMWTrainer
 
 BLOCK = 50
 

@@ -14,11 +14,11 @@ import inspect
 import os as _os
 
 try:
-    from ._potential import Potential, PotentialError, WeightedSum, RecordingPotential
+    from .core import Potential, PotentialError, WeightedSum, RecordingPotential
 except ImportError as _exc:
     _here = _os.path.dirname(_os.path.abspath(__file__))
     if not any(f.startswith("_potential.") and f.endswith((".so", ".pyd"))
-               for f in _os.listdir(_here)):
+               for f in _os.listdir(_os.path.join(_here, "core"))):
         raise ImportError(
             f"fastsurrogate was imported from {_here}, a source checkout with no "
             "compiled extensions (Python puts the current directory first on the "
@@ -30,7 +30,7 @@ from . import models, diagnostics, datasets
 from .result import Result
 from .samplers import HMC, RNSHMC, ARNSHMC, NNGHMC, VHMC, SAMPLERS
 from . import surrogates
-from . import approximation
+from .diagnostics import approximation
 
 __version__ = "0.1.0.dev0"
 

@@ -6,7 +6,7 @@ import pytest
 
 import fastsurrogate as fs
 from fastsurrogate import models
-from fastsurrogate._network import RandomNetwork
+from fastsurrogate.surrogates._network import RandomNetwork
 
 
 def _gauss(rng, d):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-from fastsurrogate._glm import (LinearRegression, LogisticRegression, PoissonRegression,
+from fastsurrogate.models._glm import (LinearRegression, LogisticRegression, PoissonRegression,
                                 ProbitRegression, _inv_mills, _log_ndtr, _read_floor)
 
 BLOCK_ROWS = 512          # FS_GLM_BLOCK_ROWS

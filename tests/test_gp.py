@@ -4,7 +4,7 @@ mean, FITC -> GP limit, and a 32-d Gaussian potential."""
 import numpy as np
 import pytest
 
-pytest.importorskip("fastsurrogate._network")
+pytest.importorskip("fastsurrogate.surrogates._network")
 
 from fastsurrogate.surrogates import gp  # noqa: E402
 

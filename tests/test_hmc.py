@@ -4,7 +4,7 @@ import pytest
 
 import fastsurrogate as fs
 from fastsurrogate import diagnostics
-from fastsurrogate._hmc import Chain, new_trace
+from fastsurrogate.core._hmc import Chain, new_trace
 
 
 def correlated_gaussian(d=10, seed=0):

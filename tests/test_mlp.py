@@ -7,7 +7,7 @@ import pytest
 from scipy.special import expit
 
 import fastsurrogate as fs
-from fastsurrogate._mlp import FS_EUNDEFINED, GradientNetwork, _activation, split_blocks
+from fastsurrogate.surrogates._mlp import FS_EUNDEFINED, GradientNetwork, _activation, split_blocks
 from fastsurrogate.surrogates import fit_gradient_network
 
 ACTIVATIONS = ["softplus", "tanh", "relu"]

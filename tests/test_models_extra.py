@@ -10,7 +10,7 @@ from scipy import linalg, special, stats
 from scipy.spatial.distance import cdist
 
 from fastsurrogate import datasets
-from fastsurrogate._models import _digamma, _digamma_diff, _log_rising
+from fastsurrogate.models._models import _digamma, _digamma_diff, _log_rising
 from fastsurrogate.models import BetaBinomial, Garch, GPRegression
 
 LOG_2PI = math.log(2.0 * math.pi)

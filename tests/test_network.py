@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from fastsurrogate._network import RandomNetwork, _activation, _exp
+from fastsurrogate.surrogates._network import RandomNetwork, _activation, _exp
 
 ACTIVATIONS = ["softplus", "sigmoid", "tanh", "rbf"]
 ADDITIVE = ["softplus", "sigmoid", "tanh"]
@@ -525,7 +525,7 @@ def test_potential_protocol_and_repr():
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("activation", ["softplus", "rbf"])
 def test_trained_network_drives_hmc_chain(activation):
-    from fastsurrogate._hmc import Chain, new_trace
+    from fastsurrogate.core._hmc import Chain, new_trace
 
     dim = 3
     rng = np.random.default_rng(0)

@@ -11,7 +11,7 @@ import threading
 import numpy as np
 import pytest
 
-from fastsurrogate._online import GrevilleTrainer, SMWTrainer
+from fastsurrogate.surrogates._online import GrevilleTrainer, SMWTrainer
 
 S = 200
 N = 500

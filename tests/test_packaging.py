@@ -11,7 +11,7 @@ SRC_PKG = REPO / "fastsurrogate"
 
 def _has_compiled(pkg):
     return any(p.name.startswith("_potential.") and p.suffix in (".so", ".pyd")
-               for p in pkg.iterdir())
+               for p in (pkg / "core").iterdir())
 
 
 def test_import_from_uncompiled_checkout_says_what_to_do():

@@ -182,7 +182,7 @@ def test_vhmc_surrogate_kl_small_on_2d_gaussian_and_summary_marks_target():
 
 
 def test_batch_resolve_reproduces_the_online_weights():
-    from fastsurrogate._online import SMWTrainer
+    from fastsurrogate.surrogates._online import SMWTrainer
     from fastsurrogate.samplers.vhmc import _resolve
     rng = np.random.default_rng(0)
     d, s = 4, 30

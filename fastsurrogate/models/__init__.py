@@ -1,7 +1,7 @@
 """Potentials for the papers' models (each a fastsurrogate.Potential)."""
-from .._models import Gaussian, StandardNormal, Banana, BetaBinomial, Garch, GPRegression
-from .._glm import LogisticRegression, ProbitRegression, PoissonRegression, LinearRegression
-from .._potential import Potential
+from ._models import Gaussian, StandardNormal, Banana, BetaBinomial, Garch, GPRegression
+from ._glm import LogisticRegression, ProbitRegression, PoissonRegression, LinearRegression
+from ..core._potential import Potential
 
 from_callable = Potential.from_callable
 

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor, wait, FIRST_EXCEPTION
 
 import numpy as np
 
-from .._hmc import Chain, new_trace, STATUS_INTERRUPTED
+from ..core._hmc import Chain, new_trace, STATUS_INTERRUPTED
 
 __all__ = ["chain_generators", "initial_points", "warmup_windows", "ChainContext",
            "run_chains", "Interrupted", "check_int", "check_positive"]

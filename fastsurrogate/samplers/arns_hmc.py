@@ -6,7 +6,7 @@ Phases (per chain)
 1. explore: exact HMC for ``n_warmup`` iterations (adaptation in the first
    half when ``adapt``); its last ``n_start`` states start the surrogate.
 2. start: a random-basis network is fitted to those points; a Greville
-   trainer (fastsurrogate._online) holds the pseudo-inverse state of the
+   trainer (fastsurrogate.surrogates._online) holds the pseudo-inverse state of the
    output layer, with a constant feature for the output bias.
 3. adapt-and-sample: the network drives the leapfrog, the exact U judges.
    Every new state (q, U(q)) updates the trainer (O(s^2) per point, in C);
@@ -26,10 +26,10 @@ import time
 
 import numpy as np
 
-from .._blas_threads import blas_threads
-from .._hmc import Chain, new_trace
-from .._online import GrevilleTrainer, SMWTrainer
-from .._potential import PotentialError
+from ..core._blas_threads import blas_threads
+from ..core._hmc import Chain, new_trace
+from ..surrogates._online import GrevilleTrainer, SMWTrainer
+from ..core._potential import PotentialError
 from ..surrogates.random_network import train_random_network
 from ._base import chain_generators, initial_points, run_chains, check_int, check_positive
 from .rns_hmc import RNSHMC, surrogate_seed

@@ -1,14 +1,14 @@
 """Exact Hamiltonian Monte Carlo with Stan-style warm-up.
 
-The chain loop runs in C (fastsurrogate._hmc.Chain); this module holds only
+The chain loop runs in C (fastsurrogate.core._hmc.Chain); this module holds only
 the phases: step-size search, dual averaging of the step size, mass-matrix
 windows, sampling.
 """
 
 import numpy as np
 
-from .._hmc import Chain, new_trace
-from .._potential import Potential
+from ..core._hmc import Chain, new_trace
+from ..core._potential import Potential
 from ..result import Result
 from ._base import (chain_generators, initial_points, warmup_windows, regularized_metric,
                     run_chains, check_int, check_positive)

@@ -34,8 +34,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .._hmc import Chain, new_trace
-from .._potential import RecordingPotential
+from ..core._hmc import Chain, new_trace
+from ..core._potential import RecordingPotential
 from ._base import (chain_generators, initial_points, run_chains, check_int, check_positive)
 from .hmc import HMC
 from .rns_hmc import surrogate_seed
@@ -95,7 +95,7 @@ def affine_start_network(Q, G, n_hidden, blocks=1, activation="softplus", ridge=
     n_hidden : int
         Hidden units per block.
     blocks : int
-        Output blocks (sizes as :func:`fastsurrogate._mlp.split_blocks`).
+        Output blocks (sizes as :func:`fastsurrogate.surrogates._mlp.split_blocks`).
     activation : {"softplus", "relu"}
     ridge : float
         Relative ridge of the least squares (times N, standardised inputs).
@@ -106,7 +106,7 @@ def affine_start_network(Q, G, n_hidden, blocks=1, activation="softplus", ridge=
     -------
     GradientNetwork
     """
-    from .._mlp import GradientNetwork, split_blocks
+    from ..surrogates._mlp import GradientNetwork, split_blocks
     if activation not in ("softplus", "relu"):
         raise ValueError(f"an affine start needs softplus or relu units, got {activation!r}")
     Q = np.asarray(Q, dtype=np.float64)

@@ -22,9 +22,9 @@ import time
 
 import numpy as np
 
-from .._hmc import Chain, new_trace
-from .._models import Gaussian
-from .._potential import WeightedSum
+from ..core._hmc import Chain, new_trace
+from ..models._models import Gaussian
+from ..core._potential import WeightedSum
 from ..surrogates.laplace import laplace_approximation
 from ..surrogates.random_network import train_random_network
 from ._base import (chain_generators, initial_points, run_chains, check_int, check_positive)

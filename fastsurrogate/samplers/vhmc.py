@@ -34,11 +34,11 @@ import time
 
 import numpy as np
 
-from .._hmc import Chain, new_trace, STATUS_INTERRUPTED
-from .._network import RandomNetwork
-from .._online import SMWTrainer
-from .._potential import WeightedSum, PotentialError
-from .._blas_threads import blas_threads
+from ..core._hmc import Chain, new_trace, STATUS_INTERRUPTED
+from ..surrogates._network import RandomNetwork
+from ..surrogates._online import SMWTrainer
+from ..core._potential import WeightedSum, PotentialError
+from ..core._blas_threads import blas_threads
 from ..surrogates.laplace import LaplaceApproximation, laplace_approximation
 from ._base import (chain_generators, run_chains, check_int, check_positive, Interrupted)
 from .hmc import HMC

@@ -1,9 +1,9 @@
 """Trainable surrogates of U; each trained surrogate is a Potential."""
-from .._network import RandomNetwork
+from ._network import RandomNetwork
 from .random_network import train_random_network, fit_output_weights
 from .gp import fit_gp, fit_fitc, gp_potential, GPSurrogate
 from .prior_swap import swap_prior
-from .._mlp import GradientNetwork
+from ._mlp import GradientNetwork
 from .gradient_network import fit_gradient_network
 
 __all__ = ["RandomNetwork", "train_random_network", "fit_output_weights", "fit_gp",

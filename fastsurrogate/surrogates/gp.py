@@ -30,7 +30,7 @@ the training inputs (full GP) or the inducing points (FITC) in standardised
 coordinates divided by the length scales, c_i = x_i / l, every RBF width is 1,
 and the output weights are v = sf^2 * K^-1 (u - mu) (full GP) or
 v = sf^2 * Sigma K_uf Lambda^-1 (u - mu) (FITC).  This is exactly the compiled
-``fastsurrogate._network.RandomNetwork`` with ``activation="rbf"``,
+``fastsurrogate.surrogates._network.RandomNetwork`` with ``activation="rbf"``,
 ``shift = mean(Q)``, ``scale = sd * l`` and ``width = 1``, so the surrogate
 gradient used by the samplers runs in C: ``GPSurrogate.potential``.
 
@@ -47,7 +47,7 @@ import scipy.linalg as sla
 from scipy.linalg import lapack
 from scipy.optimize import minimize
 
-from .._network import RandomNetwork
+from ._network import RandomNetwork
 
 __all__ = ["GPSurrogate", "fit_gp", "fit_fitc", "gp_potential",
            "gp_log_marginal_likelihood", "fitc_log_marginal_likelihood"]

@@ -60,8 +60,8 @@ import time
 import numpy as np
 from scipy.optimize import minimize
 
-from .. import _blas_threads
-from .._mlp import GradientNetwork, split_blocks
+from ..core import _blas_threads
+from ._mlp import GradientNetwork, split_blocks
 
 __all__ = ["fit_gradient_network", "GradientNetwork"]
 

@@ -15,8 +15,8 @@ import warnings
 import numpy as np
 import scipy.optimize as so
 
-from .._potential import Potential
-from .._models import Gaussian
+from ..core._potential import Potential
+from ..models._models import Gaussian
 
 __all__ = ["LaplaceApproximation", "laplace_approximation", "finite_difference_hessian"]
 

@@ -9,7 +9,7 @@ so the network plus the difference of the two prior gradients drives HMC
 for the new posterior without retraining (the exact Metropolis test then
 uses U_new itself).
 """
-from .._potential import Potential, WeightedSum
+from ..core._potential import Potential, WeightedSum
 
 __all__ = ["swap_prior"]
 

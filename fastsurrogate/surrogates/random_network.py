@@ -11,7 +11,7 @@ numerically positive definite.
 import numpy as np
 import scipy.linalg as sla
 
-from .._network import RandomNetwork
+from ._network import RandomNetwork
 
 __all__ = ["fit_output_weights", "train_random_network", "standardization", "whitening"]
 

@@ -3,8 +3,8 @@
 
 cimport numpy as cnp
 
-from fastsurrogate._common cimport fs_pool
-from fastsurrogate._potential cimport Potential
+from fastsurrogate.core._common cimport fs_pool
+from fastsurrogate.core._potential cimport Potential
 
 cdef extern from "fs_network.h" nogil:
     enum:

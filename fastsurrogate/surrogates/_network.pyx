@@ -17,10 +17,10 @@ from libc.stdlib cimport malloc, free
 import numpy as np
 cimport numpy as cnp
 
-from fastsurrogate._common cimport FS_OK
-from fastsurrogate._potential cimport Potential
-from fastsurrogate._potential import raise_for_status
-from fastsurrogate._checks import real_array as _real_array, activation_code
+from fastsurrogate.core._common cimport FS_OK
+from fastsurrogate.core._potential cimport Potential
+from fastsurrogate.core._potential import raise_for_status
+from fastsurrogate.core._checks import real_array as _real_array, activation_code
 
 cnp.import_array()
 
@@ -67,7 +67,7 @@ cdef class RandomNetwork(Potential):
     Examples
     --------
     >>> import numpy as np
-    >>> from fastsurrogate._network import RandomNetwork
+    >>> from fastsurrogate.surrogates._network import RandomNetwork
     >>> net = RandomNetwork.random(dim=2, n_hidden=50, seed=0)
     >>> Q = np.random.default_rng(1).standard_normal((200, 2))
     >>> H = net.features(Q)                           # (200, 50)

@@ -15,9 +15,9 @@ cimport numpy as cnp
 from numpy.random cimport bitgen_t
 from numpy.random.c_distributions cimport random_standard_normal
 
-from fastsurrogate._common cimport fs_rng, fs_potential, FS_OK, FS_ENONFINITE, FS_EINTERRUPT
-from fastsurrogate._potential cimport Potential
-from fastsurrogate._potential import raise_for_status
+from fastsurrogate.core._common cimport fs_rng, fs_potential, FS_OK, FS_ENONFINITE, FS_EINTERRUPT
+from fastsurrogate.core._potential cimport Potential
+from fastsurrogate.core._potential import raise_for_status
 
 cnp.import_array()
 

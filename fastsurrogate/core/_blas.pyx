@@ -6,7 +6,7 @@ cython_lapack: the C code never links a BLAS of its own.
 cimport scipy.linalg.cython_blas as cb
 cimport scipy.linalg.cython_lapack as cl
 
-from fastsurrogate._common cimport (fs_blas, fs_ddot_fn, fs_daxpy_fn, fs_dgemv_fn, fs_dger_fn,
+from fastsurrogate.core._common cimport (fs_blas, fs_ddot_fn, fs_daxpy_fn, fs_dgemv_fn, fs_dger_fn,
                                     fs_dgemm_fn, fs_dsyrk_fn, fs_dsymv_fn, fs_dtrsv_fn,
                                     fs_dtrsm_fn, fs_dpotrf_fn, fs_dpotrs_fn, fs_dsyev_fn,
                                     fs_dgelsd_fn, fs_dpotri_fn)

@@ -1,8 +1,8 @@
 # Declarations of csrc/fs_glm.h (fused single-pass GLM potentials).
 # The struct layout and the signatures here must match the C header.
 
-from fastsurrogate._common cimport fs_pool
-from fastsurrogate._potential cimport Potential
+from fastsurrogate.core._common cimport fs_pool
+from fastsurrogate.core._potential cimport Potential
 
 cdef extern from "fs_glm.h" nogil:
     enum:

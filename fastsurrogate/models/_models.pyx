@@ -9,10 +9,10 @@ import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t
 
-from fastsurrogate._potential cimport Potential
-from fastsurrogate._potential import raise_for_status
-from fastsurrogate._common cimport fs_potential, fs_pool, fs_blas, FS_OK
-from fastsurrogate._blas cimport blas_table
+from fastsurrogate.core._potential cimport Potential
+from fastsurrogate.core._potential import raise_for_status
+from fastsurrogate.core._common cimport fs_potential, fs_pool, fs_blas, FS_OK
+from fastsurrogate.core._blas cimport blas_table
 
 cnp.import_array()
 

@@ -15,9 +15,9 @@ import numbers
 import numpy as np
 cimport numpy as cnp
 
-from fastsurrogate._common cimport FS_OK
-from fastsurrogate._potential cimport Potential
-from fastsurrogate._potential import raise_for_status
+from fastsurrogate.core._common cimport FS_OK
+from fastsurrogate.core._potential cimport Potential
+from fastsurrogate.core._potential import raise_for_status
 
 cnp.import_array()
 

@@ -1,10 +1,10 @@
 # The Cython face of the fs_potential contract (csrc/fs_potential.h).
 #
-# Other packages can `from fastsurrogate._potential cimport Potential` and call
+# Other packages can `from fastsurrogate.core._potential cimport Potential` and call
 # `pot.pot.eval(pot.pot.state, q, &value, grad)` with no Python in the loop
 # (the GIL may be released when `pot.thread_safe` is true).
 
-from fastsurrogate._common cimport fs_potential
+from fastsurrogate.core._common cimport fs_potential
 
 cdef class Potential:
     cdef fs_potential pot

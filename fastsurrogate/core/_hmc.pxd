@@ -1,6 +1,6 @@
 # Declarations of csrc/fs_hmc.h.
 from libc.stdint cimport int8_t, int32_t
-from fastsurrogate._common cimport fs_potential, fs_rng
+from fastsurrogate.core._common cimport fs_potential, fs_rng
 
 cdef extern from "fs_hmc.h" nogil:
     enum:

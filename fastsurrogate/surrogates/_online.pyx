@@ -20,8 +20,8 @@ cimport numpy as cnp
 from libc.stdlib cimport malloc, free
 from libc.math cimport isfinite
 
-from fastsurrogate._blas cimport blas_table
-from fastsurrogate._potential import raise_for_status
+from fastsurrogate.core._blas cimport blas_table
+from fastsurrogate.core._potential import raise_for_status
 
 cnp.import_array()
 
@@ -127,7 +127,7 @@ cdef class GrevilleTrainer:
     Examples
     --------
     >>> import numpy as np
-    >>> from fastsurrogate._online import GrevilleTrainer
+    >>> from fastsurrogate.surrogates._online import GrevilleTrainer
     >>> rng = np.random.default_rng(0)
     >>> H, y = rng.standard_normal((30, 10)), rng.standard_normal(30)
     >>> tr = GrevilleTrainer(10)
@@ -328,7 +328,7 @@ cdef class SMWTrainer:
     Examples
     --------
     >>> import numpy as np
-    >>> from fastsurrogate._online import SMWTrainer
+    >>> from fastsurrogate.surrogates._online import SMWTrainer
     >>> rng = np.random.default_rng(0)
     >>> As, gs = rng.standard_normal((20, 3, 8)), rng.standard_normal((20, 3))
     >>> tr = SMWTrainer(8, 3, ridge=0.5)

@@ -15,7 +15,7 @@ A GradientNetwork is a Potential whose gradient is g(q).  It has no value:
 ``value(q)`` (and anything else that asks for U, such as a sampler's
 Metropolis test with this network as judge) raises
 :class:`fastsurrogate.PotentialError` with ``status == FS_EUNDEFINED``
-(``fastsurrogate._mlp.FS_EUNDEFINED``), the same error whether the request
+(``fastsurrogate.surrogates._mlp.FS_EUNDEFINED``), the same error whether the request
 came from Python or from C.  Use it as the *drive* potential of a sampler
 whose Metropolis test uses the exact U.
 """
@@ -27,11 +27,11 @@ from libc.string cimport memcpy, memset
 import numpy as np
 cimport numpy as cnp
 
-from fastsurrogate._common cimport FS_OK, FS_EUNDEFINED as _FS_EUNDEFINED
-from fastsurrogate._blas cimport blas_table
-from fastsurrogate._potential cimport Potential
-from fastsurrogate._potential import raise_for_status
-from fastsurrogate._checks import real_array as _real_array, activation_code
+from fastsurrogate.core._common cimport FS_OK, FS_EUNDEFINED as _FS_EUNDEFINED
+from fastsurrogate.core._blas cimport blas_table
+from fastsurrogate.core._potential cimport Potential
+from fastsurrogate.core._potential import raise_for_status
+from fastsurrogate.core._checks import real_array as _real_array, activation_code
 
 cnp.import_array()
 

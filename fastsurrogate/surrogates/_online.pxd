@@ -1,12 +1,12 @@
 # Declarations of csrc/fs_greville.h and csrc/fs_smw.h, and the trainer types.
 # The struct layouts here must match the C headers.
 #
-# Other Cython code may `from fastsurrogate._online cimport GrevilleTrainer`
+# Other Cython code may `from fastsurrogate.surrogates._online cimport GrevilleTrainer`
 # and call fs_greville_update(&trainer.state, h, y, trainer.work) directly
 # (without the GIL), provided it holds no other reference that updates the
 # same trainer at the same time.
 
-from fastsurrogate._common cimport fs_blas
+from fastsurrogate.core._common cimport fs_blas
 
 cdef extern from "fs_greville.h" nogil:
     ctypedef struct fs_greville:

@@ -7,7 +7,7 @@ from libc.string cimport memcpy
 import numpy as np
 cimport numpy as cnp
 
-from fastsurrogate._common cimport (fs_potential, fs_potential_fn, fs_strerror,
+from fastsurrogate.core._common cimport (fs_potential, fs_potential_fn, fs_strerror,
                                     FS_OK, FS_ECALLBACK, FS_ENONFINITE, FS_ENOMEM)
 
 cnp.import_array()
@@ -53,7 +53,7 @@ cdef class Potential:
       holding a pointer to the ``fs_potential`` struct of
       ``fastsurrogate/include/fs_potential.h`` (keep this object alive while
       the pointer is used).
-    * Cython: ``from fastsurrogate._potential cimport Potential``.
+    * Cython: ``from fastsurrogate.core._potential cimport Potential``.
     """
 
     def __cinit__(self, *args, **kwargs):
