@@ -43,7 +43,7 @@ import numpy as np
 
 import fastsurrogate as fs
 from _benchutil import machine_line, save
-from fastsurrogate.samplers.nnghmc import affine_start_network
+from fastsurrogate.surrogates.gradient_network import affine_start_network
 from fastsurrogate.surrogates import fit_gradient_network, fit_gp
 
 N_STEPS = 20

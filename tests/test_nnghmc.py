@@ -117,7 +117,7 @@ def test_schedule_retrains_after_a_failed_trial():
 
 
 def test_affine_start_network_is_the_least_squares_fit():
-    from fastsurrogate.samplers.nnghmc import affine_start_network
+    from fastsurrogate.surrogates.gradient_network import affine_start_network
     rng = np.random.default_rng(0)
     Q = rng.normal(size=(400, 6)) * [1, 2, 3, 0.5, 1, 4] + 1.0
     A = rng.normal(size=(6, 6))

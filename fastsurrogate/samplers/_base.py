@@ -1,7 +1,16 @@
-"""Machinery every sampler shares: seeds, initial points, warm-up windows,
-running chains (in threads when the potentials allow it) with a progress
-bar, interruption and timing.  No per-iteration Python here: each chunk of
-iterations is one call into C."""
+"""The skeleton every sampler shares.
+
+A sampler is a class whose constructor takes (and checks) its options and
+whose :meth:`Sampler.phases` runs the paper's algorithm box, phase by
+phase, on a :class:`Run`.  :meth:`Sampler.sample` owns everything else:
+argument checks, seeds (child k of the seed's SeedSequence for chain k),
+initial points, the chains over threads (or one after another), progress
+bars, Ctrl-C, the partial result attached to an exception, and the
+:class:`~fastsurrogate.Result`.
+
+No per-iteration Python here: each chunk of iterations is one call into C
+(:meth:`ChainContext.run_span`).
+"""
 
 import threading
 import time
@@ -9,15 +18,24 @@ from concurrent.futures import ThreadPoolExecutor, wait, FIRST_EXCEPTION
 
 import numpy as np
 
-from ..core._hmc import Chain, new_trace, STATUS_INTERRUPTED
+from ..core._hmc import new_trace, STATUS_INTERRUPTED
+from ..core._potential import Potential
+from ..result import Result
 
-__all__ = ["chain_generators", "initial_points", "warmup_windows", "ChainContext",
-           "run_chains", "Interrupted", "check_int", "check_positive"]
+__all__ = ["Sampler", "Run", "ChainContext", "chain_generators", "initial_points",
+           "warmup_windows", "regularized_metric", "check_int", "check_positive",
+           "check_potential", "Interrupted"]
 
 
 class Interrupted(Exception):
     """Raised inside a chain's worker when the run is asked to stop."""
 
+
+class _Stopped(Exception):
+    """Raised by Run.each_chain when a chain was interrupted or failed."""
+
+
+# -- argument checks -------------------------------------------------------------
 
 def check_int(name, value, minimum=0):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -39,11 +57,39 @@ def check_positive(name, value, allow_none=False):
     return v
 
 
+def check_potential(potential, name="potential", dim=None):
+    """`potential` if it is a Potential (of dimension `dim` when given)."""
+    if not isinstance(potential, Potential):
+        raise TypeError(
+            f"{name} must be a fastsurrogate Potential (a model, a surrogate, or "
+            f"Potential.from_callable(f, dim)); got {type(potential).__name__}")
+    if dim is not None and potential.dim != dim:
+        raise ValueError(f"{name} has dim {potential.dim}; the potential has {dim}")
+    return potential
+
+
+def check_init(init, dim, chains):
+    """User initial points as a (chains, dim) array (None stays None)."""
+    if init is None:
+        return None
+    init = np.asarray(init, dtype=np.float64)
+    if init.shape == (dim,):
+        init = np.tile(init, (chains, 1))
+    if init.shape != (chains, dim):
+        raise ValueError(f"init must have shape ({dim},) or ({chains}, {dim}), got {init.shape}")
+    if not np.all(np.isfinite(init)):
+        raise ValueError("init contains NaN or inf")
+    return init.copy()
+
+
+# -- seeds, starting points, warm-up windows ------------------------------------
+
 def chain_generators(seed, chains):
     """One numpy Generator per chain from `seed` (int, SeedSequence, Generator or None).
 
-    Chain k always gets child k of the seed's SeedSequence, so chain 0 of a
-    many-chain run equals a one-chain run with the same seed.
+    Chain k gets child k of the seed's SeedSequence, so its stream does not
+    depend on how many chains run.  (Its draws do, for samplers that pool
+    the chains' states to train one surrogate.)
     """
     if isinstance(seed, np.random.Generator):
         return seed.spawn(chains)
@@ -56,24 +102,11 @@ def chain_generators(seed, chains):
     return [np.random.Generator(np.random.PCG64(s)) for s in ss.spawn(chains)]
 
 
-def initial_points(potential, init, generators, radius=2.0, tries=100):
-    """Initial positions, shape (chains, dim).
-
-    `init` None: uniform on [-radius, radius]^dim (as Stan), redrawn until
-    U and its gradient are finite.  Otherwise an array (dim,) shared by all
-    chains or (chains, dim).
-    """
-    d, chains = potential.dim, len(generators)
-    if init is not None:
-        init = np.asarray(init, dtype=np.float64)
-        if init.shape == (d,):
-            init = np.tile(init, (chains, 1))
-        if init.shape != (chains, d):
-            raise ValueError(f"init must have shape ({d},) or ({chains}, {d}), got {init.shape}")
-        if not np.all(np.isfinite(init)):
-            raise ValueError("init contains NaN or inf")
-        return init.copy()
-    out = np.empty((chains, d))
+def initial_points(potential, generators, radius=2.0, tries=100):
+    """Stan's initial positions, shape (chains, dim): uniform on [-radius, radius]^dim,
+    redrawn until U and its gradient are finite."""
+    d = potential.dim
+    out = np.empty((len(generators), d))
     for k, g in enumerate(generators):
         for _ in range(tries):
             q = g.uniform(-radius, radius, size=d)
@@ -124,44 +157,75 @@ def regularized_metric(draws, kind):
     return w * var + 1e-3 * (5.0 / (n + 5.0))
 
 
-class ChainContext:
-    """What a chain's worker needs: progress reporting, the stop flag, timing."""
+# -- one chain, one run -----------------------------------------------------------
 
-    def __init__(self, index, stop, report):
+class _Timer:
+    def __init__(self, timings_list, name):
+        self.timings_list, self.name = timings_list, name
+
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc):
+        dt = time.perf_counter() - self.t0
+        for timings in self.timings_list:
+            timings[self.name] = timings.get(self.name, 0.0) + dt
+        return False
+
+
+class ChainContext:
+    """One chain of a run: its random stream, starting point, trace arrays,
+    the :class:`~fastsurrogate.core.Chain` in use, timings and progress.
+
+    ``warm`` and ``main`` are trace dicts (:func:`new_trace`) for the
+    warm-up and the kept draws; ``done[key]`` counts the rows of trace
+    ``key`` ("warmup" or "sample") filled so far; ``chain`` is the Chain
+    whose step size and metric the result reports.
+    """
+
+    def __init__(self, run, index, generator):
+        self.run = run
         self.index = index
-        self.stop = stop
-        self._report = report
+        self.generator = generator
+        self.q0 = None
+        self.warm = self.main = None
+        self.chain = None
         self.timings = {}
         self.done = {}
         self.chunk = 10
         self.target_seconds = 0.2
 
+    @property
+    def stop(self):
+        """The run's stop flag (int32 array of one element) that C checks."""
+        return self.run.stop
+
     def phase(self, name):
-        ctx = self
+        """Context manager adding the wall time of a block to ``timings[name]``."""
+        return _Timer([self.timings], name)
 
-        class _Timer:
-            def __enter__(self):
-                self.t0 = time.perf_counter()
+    def report(self, n):
+        """Advance the progress bar by n iterations."""
+        self.run.report(n)
 
-            def __exit__(self, *exc):
-                ctx.timings[name] = ctx.timings.get(name, 0.0) + time.perf_counter() - self.t0
-                return False
-        return _Timer()
-
-    def run_span(self, chain, trace, start, stop_row, key):
+    def run_span(self, chain, trace, start, stop_row, key, hook=None):
         """Run rows start..stop_row-1 of `trace` in chunks of about 0.2 s.
 
-        ``self.done[key]`` counts the rows filled so far (for partial results).
+        ``hook`` (a :class:`~fastsurrogate.core.ChainHook`) runs in C after
+        every iteration.  Returns the row reached.
         """
         i = start
         while i < stop_row:
             n = min(self.chunk, stop_row - i)
             t0 = time.perf_counter()
-            n_done, status = chain.run(trace, i, n, self.stop)
+            if hook is None:
+                n_done, status = chain.run(trace, i, n, self.run.stop)
+            else:
+                n_done, status = chain.run(trace, i, n, self.run.stop, hook=hook)
             dt = time.perf_counter() - t0
             i += n_done
             self.done[key] = i
-            self._report(n_done)
+            self.report(n_done)
             if status == STATUS_INTERRUPTED:
                 raise Interrupted
             if n_done == n:
@@ -170,79 +234,147 @@ class ChainContext:
         return i
 
 
-def run_chains(worker, chains, total, parallel, progress=True, desc="sampling"):
-    """Run ``worker(ctx)`` for each chain and return (results, interrupted, error).
+class Run:
+    """One call of :meth:`Sampler.sample`: its sizes, its chains and what the
+    phases leave for the result (``info``, ``surrogate``, ``exact``)."""
 
-    parallel: run chains in threads (their potentials must release the GIL).
-    The progress bar counts iterations over all chains.  On Ctrl-C every
-    chain stops before its next iteration and ``interrupted`` is True.  An
-    exception in a worker stops the other chains; it is returned (not
-    raised) so the caller can attach the partial draws to it.
-    """
-    stop = np.zeros(1, dtype=np.int32)
-    lock = threading.Lock()
-    bar = _make_bar(total, progress, desc)
-    results = [None] * chains
-    interrupted = False
-    error = None
+    def __init__(self, sampler, n_draws, n_warmup, generators, init, progress, keep_warmup):
+        self.sampler = sampler
+        self.potential = sampler.potential
+        self.n_draws, self.n_warmup = n_draws, n_warmup
+        self.generators = generators
+        self.chains = len(generators)
+        self.init = init
+        self.progress = progress
+        self.keep_warmup = keep_warmup
+        self.stop = np.zeros(1, dtype=np.int32)
+        self.ctxs = [ChainContext(self, k, g) for k, g in enumerate(generators)]
+        self.info = {}
+        self.surrogate = None
+        self.exact = True
+        self.interrupted = False
+        self.error = None
+        self._lock = threading.Lock()
+        self._bar = None
 
-    def report(n):
-        if bar is not None and n:
-            with lock:
-                bar.update(n)
+    def start(self, q0=None, warm_rows=None, proposals=False):
+        """Allocate the traces and set the starting points.
 
-    ctxs = [ChainContext(k, stop, report) for k in range(chains)]
+        q0 (chains, dim): default the user's ``init``, else Stan's uniform
+        draws (:func:`initial_points`).  warm_rows: rows of the warm-up trace
+        (default n_warmup).  proposals: the kept draws' traces also record
+        each iteration's proposal and its U.
+        """
+        d = self.potential.dim
+        if q0 is None:
+            q0 = self.init if self.init is not None else initial_points(self.potential,
+                                                                        self.generators)
+        rows = self.n_warmup if warm_rows is None else warm_rows
+        for ctx in self.ctxs:
+            ctx.q0 = q0[ctx.index]
+            ctx.warm = new_trace(rows, d)
+            ctx.main = new_trace(self.n_draws, d, proposals=proposals)
 
-    def call(k):
+    def phase(self, name):
+        """Context manager for a phase that serves every chain (e.g. training on
+        their pooled states): its wall time is added to every chain's timings."""
+        return _Timer([c.timings for c in self.ctxs], name)
+
+    def report(self, n):
+        if self._bar is not None and n:
+            with self._lock:
+                self._bar.update(n)
+
+    def each_chain(self, worker, n_iter, desc, parallel=None):
+        """Run ``worker(ctx)`` for every chain.
+
+        parallel: in threads (default: when the potential releases the GIL),
+        else one after another.  The progress bar counts ``n_iter`` per chain.
+        On Ctrl-C every chain stops before its next iteration; an exception in
+        a worker stops the others.  Either way :class:`_Stopped` is raised
+        after every worker has returned, with ``interrupted`` / ``error`` set.
+        """
+        if parallel is None:
+            parallel = self.potential.thread_safe
+        self._bar = _make_bar(self.chains * n_iter, self.progress, desc)
         try:
-            results[k] = worker(ctxs[k])
-        except Interrupted:
-            results[k] = None
-            raise
+            if parallel and self.chains > 1:
+                self._in_threads(worker)
+            else:
+                self._in_turn(worker)
+        finally:
+            if self._bar is not None:
+                self._bar.close()
+            self._bar = None
+        if self.interrupted or self.error is not None:
+            raise _Stopped
 
-    try:
-        if parallel and chains > 1:
-            with ThreadPoolExecutor(max_workers=chains) as ex:
-                futures = [ex.submit(call, k) for k in range(chains)]
-                try:
-                    pending = set(futures)
-                    while pending:
-                        done, pending = wait(pending, timeout=0.1, return_when=FIRST_EXCEPTION)
-                        for f in done:
-                            exc = f.exception()
-                            if exc is not None and not isinstance(exc, Interrupted):
-                                stop[0] = 1
-                                if error is None:
-                                    error = exc
-                except KeyboardInterrupt:
-                    stop[0] = 1
-                    interrupted = True
-                    wait(futures)
-                for f in futures:
-                    exc = f.exception()
-                    if isinstance(exc, Interrupted):
-                        interrupted = interrupted or error is None
-        else:
-            for k in range(chains):
-                if stop[0]:
-                    break
-                try:
-                    call(k)
-                except KeyboardInterrupt:
-                    stop[0] = 1
-                    interrupted = True
-                    break
-                except Interrupted:
-                    interrupted = True
-                    break
-                except Exception as exc:  # noqa: BLE001 - handed back to the caller
-                    error = exc
-                    stop[0] = 1
-                    break
-    finally:
-        if bar is not None:
-            bar.close()
-    return results, ctxs, interrupted, error
+    def _in_threads(self, worker):
+        with ThreadPoolExecutor(max_workers=self.chains) as ex:
+            futures = [ex.submit(worker, ctx) for ctx in self.ctxs]
+            try:
+                pending = set(futures)
+                while pending:
+                    done, pending = wait(pending, timeout=0.1, return_when=FIRST_EXCEPTION)
+                    for f in done:
+                        exc = f.exception()
+                        if exc is not None and not isinstance(exc, Interrupted):
+                            self.stop[0] = 1
+                            if self.error is None:
+                                self.error = exc
+            except KeyboardInterrupt:
+                self.stop[0] = 1
+                self.interrupted = True
+                wait(futures)
+            if any(isinstance(f.exception(), Interrupted) for f in futures):
+                self.interrupted = self.interrupted or self.error is None
+
+    def _in_turn(self, worker):
+        for ctx in self.ctxs:
+            try:
+                worker(ctx)
+            except (KeyboardInterrupt, Interrupted):
+                self.stop[0] = 1
+                self.interrupted = True
+                return
+            except Exception as exc:  # noqa: BLE001 - handed back with the partial result
+                self.stop[0] = 1
+                self.error = exc
+                return
+
+    def result(self):
+        """The :class:`Result` of the rows every chain completed."""
+        sampler = self.sampler
+        draws, stats = _stack([c.main for c in self.ctxs], self._rows("sample"))
+        wd = ws = None
+        if self.keep_warmup:
+            wd, ws = _stack([c.warm for c in self.ctxs], self._rows("warmup"))
+        timings = {}
+        for c in self.ctxs:
+            for k, v in c.timings.items():
+                timings[k] = max(timings.get(k, 0.0), v)
+        chains = [c.chain for c in self.ctxs]
+        return Result(
+            draws=draws, stats=stats, method=sampler.method, potential=self.potential,
+            param_names=self.potential.param_names, warmup_draws=wd, warmup_stats=ws,
+            step_size=np.array([c.step_size if c is not None else np.nan for c in chains]),
+            inv_metric=[c.inv_metric if c is not None else None for c in chains],
+            timings=timings, timings_per_chain=[dict(c.timings) for c in self.ctxs],
+            interrupted=self.interrupted or self.error is not None, exact=self.exact,
+            info=self.info, surrogate=self.surrogate)
+
+    def _rows(self, key):
+        return min(c.done.get(key, 0) for c in self.ctxs)
+
+
+def _stack(traces, n):
+    """Per-chain traces as (chains, n, dim) draws and (chains, n) stats."""
+    if traces[0] is None:       # stopped before the traces were allocated
+        return np.empty((len(traces), 0, 0)), {}
+    draws = np.stack([t["draws"][:n] for t in traces])
+    stats = {k: np.stack([t[k][:n] for t in traces]) for k in traces[0]
+             if k not in ("draws", "proposals")}
+    return draws, stats
 
 
 def _make_bar(total, progress, desc):
@@ -253,3 +385,88 @@ def _make_bar(total, progress, desc):
     except ImportError:  # pragma: no cover - tqdm is a dependency
         return None
     return tqdm(total=total, desc=desc, unit="it", smoothing=0.1, leave=False)
+
+
+# -- the sampler -------------------------------------------------------------------
+
+class Sampler:
+    """Base of every sampler: set-up, chains, interrupts, errors, the Result.
+
+    A subclass sets ``method`` (its name in ``fastsurrogate.SAMPLERS``),
+    checks its options in ``__init__`` and implements :meth:`phases`;
+    :meth:`check_sizes` and :meth:`finish` are optional.
+    """
+
+    method = "base"
+    default_chains = 4
+    default_warmup = 1000
+
+    def __init__(self, potential):
+        self.potential = check_potential(potential)
+
+    def sample(self, n_draws=1000, n_warmup=None, *, chains=None, seed=None, init=None,
+               progress=True, keep_warmup=True):
+        """Run the chains.
+
+        Parameters
+        ----------
+        n_draws : int
+            Draws kept per chain after the warm-up.
+        n_warmup : int, optional
+            Warm-up iterations per chain (adaptation, exploration, training:
+            the sampler's phases before the kept draws); default
+            ``default_warmup`` (1000 for most samplers).
+        chains : int, optional
+            Number of chains (default ``default_chains``: 4, or 1 for the
+            samplers that pool training data).  They run in threads when the
+            potentials release the GIL (compiled potentials), else in turn.
+        seed : int, numpy.random.SeedSequence or Generator, optional
+            Chain k uses child k of the seed's SeedSequence.
+        init : array (dim,) or (chains, dim), optional
+            Initial positions; default uniform on [-2, 2]^dim (Stan's).
+        progress : bool
+            Show progress bars.
+        keep_warmup : bool
+            Keep the warm-up draws in ``result.warmup_draws``.
+
+        Returns
+        -------
+        Result
+            ``draws`` (chains, n_draws, dim).  On Ctrl-C, the rows every
+            chain completed, with ``interrupted=True``.  If a potential or
+            a phase raises, that exception propagates with this partial
+            Result as its ``result`` attribute.
+        """
+        n_draws = check_int("n_draws", n_draws, 0)
+        n_warmup = check_int("n_warmup", self.default_warmup if n_warmup is None else n_warmup, 0)
+        chains = check_int("chains", self.default_chains if chains is None else chains, 1)
+        self.check_sizes(n_draws, n_warmup)
+        generators = chain_generators(seed, chains)
+        init = check_init(init, self.potential.dim, chains)
+        run = Run(self, n_draws, n_warmup, generators, init, progress, keep_warmup)
+        try:
+            self.phases(run)
+        except _Stopped:
+            pass
+        except KeyboardInterrupt:
+            run.interrupted = True
+        except Exception as exc:  # noqa: BLE001 - re-raised below with the partial result
+            run.error = exc
+        self.finish(run)
+        res = run.result()
+        if run.error is not None:
+            run.error.result = res
+            raise run.error
+        return res
+
+    def check_sizes(self, n_draws, n_warmup):
+        """Reject run sizes this sampler cannot use (before any work)."""
+
+    def phases(self, run):
+        """The algorithm: start the chains (``run.start()``), then run phase
+        after phase with ``run.each_chain(worker, n_iter, name)``."""
+        raise NotImplementedError
+
+    def finish(self, run):
+        """Fill ``run.info`` from what the phases left; runs after an
+        interruption too."""

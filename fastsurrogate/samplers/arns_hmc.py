@@ -27,11 +27,10 @@ import time
 import numpy as np
 
 from ..core._blas_threads import blas_threads
-from ..core._hmc import Chain, new_trace
-from ..surrogates._online import GrevilleTrainer, SMWTrainer
 from ..core._potential import PotentialError
+from ..surrogates._online import GrevilleTrainer, SMWTrainer
 from ..surrogates.random_network import train_random_network
-from ._base import chain_generators, initial_points, run_chains, check_int, check_positive
+from ._base import check_int
 from .rns_hmc import RNSHMC, surrogate_seed
 
 __all__ = ["ARNSHMC"]
@@ -110,10 +109,15 @@ class ARNSHMC(RNSHMC):
         self.max_points = None if max_points is None else check_int("max_points", max_points,
                                                                      self.n_start)
 
-    def sample(self, n_draws=1000, n_warmup=400, *, chains=1, seed=None, init=None,
-               progress=True, keep_warmup=True):
-        """Explore for n_warmup exact iterations, start the surrogate from the
-        last n_start states, then adapt-and-sample for n_draws iterations.
+    # -- the algorithm -----------------------------------------------------------
+    default_warmup = 400
+
+    def check_sizes(self, n_draws, n_warmup):
+        if n_warmup < self.n_start:
+            raise ValueError(f"n_warmup must be >= n_start = {self.n_start}, got {n_warmup}")
+
+    def phases(self, run):
+        """Each chain on its own: explore, start the surrogate, adapt-and-sample.
 
         ``info`` holds per-chain switch iterations, the trainer's final
         number of points, the iteration at which the online updates stopped
@@ -122,119 +126,106 @@ class ARNSHMC(RNSHMC):
         at the end of each chunk, since the cost per iteration drops when the
         updates stop.
         """
-        n_draws = check_int("n_draws", n_draws, 0)
-        n_warmup = check_int("n_warmup", n_warmup, self.n_start)
-        chains = check_int("chains", chains, 1)
-        gens = chain_generators(seed, chains)
-        base_seed = surrogate_seed(gens[0])
-        q0 = initial_points(self.potential, init, gens)
-        d = self.potential.dim
-        warm = [new_trace(n_warmup, d) for _ in range(chains)]
-        main = [new_trace(n_draws, d, proposals=self.online_data == "proposals")
-                for _ in range(chains)]
-        chain_objs = [None] * chains
-        nets = [None] * chains
-        switches = [[] for _ in range(chains)]
-        n_seen = [0] * chains
-        resyncs = [0] * chains
-        stopped = [None] * chains
-        clocks = [[] for _ in range(chains)]
+        run.start(proposals=self.online_data == "proposals")
+        seed = surrogate_seed(run.generators[0])
+        for ctx in run.ctxs:
+            ctx.net, ctx.trainer, ctx.switches, ctx.stopped, ctx.clock = None, None, [], None, []
 
-        def worker(ctx):
-            k = ctx.index
-            chain = self.make_chain(q0[k], gens[k])
-            chain_objs[k] = chain
-            with ctx.phase("warmup"):
-                self.explore(chain, warm[k], ctx, n_warmup)
+        def chain(ctx):
+            self.explore(ctx)
             with ctx.phase("train"):
-                Q = warm[k]["draws"][n_warmup - self.n_start:]
-                U = warm[k]["potential"][n_warmup - self.n_start:]
-                net = train_random_network(Q, U, n_hidden=self.n_hidden,
-                                           activation=self.activation, ridge=self.ridge,
-                                           standardize=self.standardize,
-                                           input_scale=self.input_scale,
-                                           seed=[base_seed, k])
-                offset = float(U.min())
-                H = _with_bias(net.features(Q))
-                lam = self.online_ridge
-                if lam is None:
-                    # at least 1e-8 relative: the recursion starts from P = I / lam
-                    rel = max(net.info["ridge"], 1e-8)
-                    lam = rel * float(np.mean(np.einsum("ij,ij->i", H, H)))
-                trainer = _OnlineLayer(H, U - offset, lam, self.update_every, self.resync_every)
-                _set_weights(net, trainer.weights, offset)
-                nets[k] = net
-            hist_Q, hist_U = [Q], [U]
-            chain = self._continue_chain(chain, net, ctx)
-            chain_objs[k] = chain
-            gen = chain.generator
-            trace = main[k]
-            t, i = 0, 0
+                self.start_surrogate(ctx, seed)
             with ctx.phase("sample"):
-                t_start = time.perf_counter()
-                adapting = self.max_points is None or trainer.n_seen < self.max_points
-                if not adapting:
-                    stopped[k] = 0          # the start set already fills max_points
-                while i < n_draws:
-                    # after the stop only the clock marks need chunks
-                    span = self.update_every if adapting else max(self.update_every, 250)
-                    first, end = i, min(i + span, n_draws)
-                    i = ctx.run_span(chain, trace, first, end, "sample")
-                    clocks[k].append((i, time.perf_counter() - t_start))
-                    if not adapting:
-                        continue
-                    if self.online_data == "proposals":
-                        Qn = trace["proposals"][first:i]
-                        Un = trace["proposal_potential"][first:i]
-                    else:
-                        Qn = trace["draws"][first:i]
-                        Un = trace["potential"][first:i]
-                    ok = np.isfinite(Un)
-                    Qn, Un = Qn[ok], Un[ok]
-                    if self.max_points is not None:
-                        room = self.max_points - trainer.n_seen
-                        Qn, Un = Qn[:room], Un[:room]
-                    hist_Q.append(Qn)
-                    hist_U.append(Un)
-                    if Qn.shape[0]:
-                        trainer.absorb(_with_bias(net.features(Qn)), Un - offset,
-                                       lambda: (_with_bias(net.features(np.concatenate(hist_Q))),
-                                                np.concatenate(hist_U) - offset))
-                    ts = np.arange(t + 1, t + (i - first) + 1, dtype=float)
-                    t += i - first
-                    if self.max_points is not None and trainer.n_seen >= self.max_points:
-                        # finite adaptation: the final weights, from here on fixed
-                        _set_weights(net, trainer.weights, offset)
-                        switches[k].append(i)
-                        stopped[k] = i
-                        adapting = False
-                        continue
-                    a = ts ** (-self.exponent)
-                    if gen.uniform() < 1.0 - np.prod(1.0 - a):
-                        _set_weights(net, trainer.weights, offset)
-                        switches[k].append(i)
-            n_seen[k] = trainer.n_seen
-            resyncs[k] = trainer.n_resolves
-            return chain
+                self.adapt_and_sample(ctx)
 
         # The online block updates call dgemm/dsyrk on s x s matrices between
         # chunks of the chain; OpenBLAS's own threads would fight the chains'
         # and the model's threads (measured: 5.4 against 2.5 ms per iteration
         # on 2 cores), so BLAS runs on one thread while the chains run.
         with blas_threads(1):
-            _, ctxs, interrupted, error = run_chains(
-                worker, chains, chains * (n_warmup + n_draws), self.potential.thread_safe,
-                progress, self.method)
-        info = {"switch_iterations": switches, "n_seen": n_seen, "n_start": self.n_start,
-                "batch_resolves": resyncs, "adaptation_stopped": stopped,
-                "sample_clock": [np.array(c, dtype=float).reshape(-1, 2) for c in clocks]}
-        res = self._result(warm, main, ctxs, chain_objs, interrupted or error is not None,
-                           keep_warmup, info=info, surrogate=nets[0])
-        res.info["surrogates"] = nets
-        if error is not None:
-            error.result = res
-            raise error
-        return res
+            run.each_chain(chain, run.n_warmup + run.n_draws, self.method)
+
+    def finish(self, run):
+        ctxs = run.ctxs
+        run.info.update({
+            "switch_iterations": [getattr(c, "switches", []) for c in ctxs],
+            "n_seen": [c.trainer.n_seen if getattr(c, "trainer", None) else 0 for c in ctxs],
+            "n_start": self.n_start,
+            "batch_resolves": [c.trainer.n_resolves if getattr(c, "trainer", None) else 0
+                               for c in ctxs],
+            "adaptation_stopped": [getattr(c, "stopped", None) for c in ctxs],
+            "sample_clock": [np.array(getattr(c, "clock", []), dtype=float).reshape(-1, 2)
+                             for c in ctxs],
+            "surrogates": [getattr(c, "net", None) for c in ctxs]})
+        run.surrogate = run.info["surrogates"][0]
+
+    def start_surrogate(self, ctx, seed):
+        """Fit the network to the last n_start exploration states; set up the trainer."""
+        n_warmup = ctx.run.n_warmup
+        Q = ctx.warm["draws"][n_warmup - self.n_start:]
+        U = ctx.warm["potential"][n_warmup - self.n_start:]
+        net = train_random_network(Q, U, n_hidden=self.n_hidden, activation=self.activation,
+                                   ridge=self.ridge, standardize=self.standardize,
+                                   input_scale=self.input_scale, seed=[seed, ctx.index])
+        ctx.offset = float(U.min())
+        H = _with_bias(net.features(Q))
+        lam = self.online_ridge
+        if lam is None:
+            # at least 1e-8 relative: the recursion starts from P = I / lam
+            rel = max(net.info["ridge"], 1e-8)
+            lam = rel * float(np.mean(np.einsum("ij,ij->i", H, H)))
+        ctx.trainer = _OnlineLayer(H, U - ctx.offset, lam, self.update_every, self.resync_every)
+        _set_weights(net, ctx.trainer.weights, ctx.offset)
+        ctx.net = net
+        ctx.history = ([Q], [U])
+        ctx.chain = self._continue_chain(ctx.chain, net)
+
+    def adapt_and_sample(self, ctx):
+        """Adapt-and-sample: chunks of update_every iterations in C; after each,
+        the trainer absorbs the chunk's points and one coin decides the switch."""
+        chain, trace, trainer, net = ctx.chain, ctx.main, ctx.trainer, ctx.net
+        n_draws, offset = ctx.run.n_draws, ctx.offset
+        hist_Q, hist_U = ctx.history
+        t, i = 0, 0
+        t_start = time.perf_counter()
+        adapting = self.max_points is None or trainer.n_seen < self.max_points
+        if not adapting:
+            ctx.stopped = 0          # the start set already fills max_points
+        while i < n_draws:
+            # after the stop only the clock marks need chunks
+            span = self.update_every if adapting else max(self.update_every, 250)
+            first, end = i, min(i + span, n_draws)
+            i = ctx.run_span(chain, trace, first, end, "sample")
+            ctx.clock.append((i, time.perf_counter() - t_start))
+            if not adapting:
+                continue
+            q_key, u_key = (("proposals", "proposal_potential")
+                            if self.online_data == "proposals" else ("draws", "potential"))
+            Qn, Un = trace[q_key][first:i], trace[u_key][first:i]
+            ok = np.isfinite(Un)
+            Qn, Un = Qn[ok], Un[ok]
+            if self.max_points is not None:
+                room = self.max_points - trainer.n_seen
+                Qn, Un = Qn[:room], Un[:room]
+            hist_Q.append(Qn)
+            hist_U.append(Un)
+            if Qn.shape[0]:
+                trainer.absorb(_with_bias(net.features(Qn)), Un - offset,
+                               lambda: (_with_bias(net.features(np.concatenate(hist_Q))),
+                                        np.concatenate(hist_U) - offset))
+            ts = np.arange(t + 1, t + (i - first) + 1, dtype=float)
+            t += i - first
+            if self.max_points is not None and trainer.n_seen >= self.max_points:
+                # finite adaptation: the final weights, from here on fixed
+                _set_weights(net, trainer.weights, offset)
+                ctx.switches.append(i)
+                ctx.stopped = i
+                adapting = False
+                continue
+            a = ts ** (-self.exponent)
+            if chain.generator.uniform() < 1.0 - np.prod(1.0 - a):
+                _set_weights(net, trainer.weights, offset)
+                ctx.switches.append(i)
 
 
 class _OnlineLayer:

@@ -7,40 +7,12 @@ windows, sampling.
 
 import numpy as np
 
-from ..core._hmc import Chain, new_trace
-from ..core._potential import Potential
-from ..result import Result
-from ._base import (chain_generators, initial_points, warmup_windows, regularized_metric,
-                    run_chains, check_int, check_positive)
+from ..core._hmc import Chain
+from ._base import (Sampler, warmup_windows, regularized_metric, check_int, check_positive)
 
-__all__ = ["HMC", "Sampler"]
+__all__ = ["HMC"]
 
 _METRICS = ("unit", "diag", "dense")
-
-
-class Sampler:
-    """Shared validation and result assembly for the samplers."""
-
-    method = "base"
-
-    def _check_potential(self, potential):
-        if not isinstance(potential, Potential):
-            raise TypeError(
-                "potential must be a fastsurrogate Potential (a model, a surrogate, or "
-                f"Potential.from_callable(f, dim)); got {type(potential).__name__}")
-        return potential
-
-    @staticmethod
-    def _assemble(traces, key, chains, dim, ctxs, complete):
-        """Stack per-chain traces, truncated to the rows every chain completed."""
-        if complete:
-            n = traces[0]["draws"].shape[0]
-        else:
-            n = min(c.done.get(key, 0) for c in ctxs)
-        draws = np.stack([t["draws"][:n] for t in traces]) if chains else np.empty((0, n, dim))
-        stats = {k: np.stack([t[k][:n] for t in traces]) for k in traces[0]
-                 if k not in ("draws", "proposals")}
-        return draws, stats
 
 
 class HMC(Sampler):
@@ -84,7 +56,7 @@ class HMC(Sampler):
 
     def __init__(self, potential, *, step_size=None, n_steps=10, random_n_steps=True,
                  metric="diag", adapt=True, target_accept=0.8, max_energy_error=1000.0):
-        self.potential = self._check_potential(potential)
+        super().__init__(potential)
         self.step_size = check_positive("step_size", step_size, allow_none=True)
         self.n_steps = check_int("n_steps", n_steps, 1)
         self.random_n_steps = bool(random_n_steps)
@@ -139,80 +111,15 @@ class HMC(Sampler):
         ctx.run_span(chain, trace, i, n_warmup, key)
         chain.finish_adaptation()
 
-    # -- the public entry point -------------------------------------------------
-    def sample(self, n_draws=1000, n_warmup=1000, *, chains=4, seed=None, init=None,
-               progress=True, keep_warmup=True):
-        """Run the chains.
+    # -- the algorithm -----------------------------------------------------------
+    def phases(self, run):
+        """Each chain on its own: warm-up (adaptation), then sampling."""
+        run.start()
+        run.each_chain(self.warmup_and_sample, run.n_warmup + run.n_draws, self.method)
 
-        Parameters
-        ----------
-        n_draws : int
-            Draws kept per chain after warm-up.
-        n_warmup : int
-            Warm-up iterations per chain (adaptation; discarded from ``draws``).
-        chains : int
-            Number of chains; they run in threads when the potential releases
-            the GIL (compiled potentials), one after another otherwise.
-        seed : int, numpy.random.SeedSequence or Generator, optional
-            Chain k uses child k of the seed's SeedSequence.
-        init : array (dim,) or (chains, dim), optional
-            Initial positions; default uniform on [-2, 2]^dim.
-        progress : bool
-            Show a progress bar.
-        keep_warmup : bool
-            Keep the warm-up draws in ``result.warmup_draws``.
-
-        Returns
-        -------
-        Result
-            ``draws`` (chains, n_draws, dim).  On Ctrl-C the completed part,
-            with ``interrupted=True``.  If the potential raises, that exception
-            propagates with the partial Result as its ``result`` attribute.
-        """
-        n_draws = check_int("n_draws", n_draws, 0)
-        n_warmup = check_int("n_warmup", n_warmup, 0)
-        chains = check_int("chains", chains, 1)
-        gens = chain_generators(seed, chains)
-        q0 = initial_points(self.potential, init, gens)
-        d = self.potential.dim
-        warm = [new_trace(n_warmup, d) for _ in range(chains)]
-        main = [new_trace(n_draws, d) for _ in range(chains)]
-        chain_objs = [None] * chains
-
-        def worker(ctx):
-            k = ctx.index
-            chain = self.make_chain(q0[k], gens[k])
-            chain_objs[k] = chain
-            with ctx.phase("warmup"):
-                self.warmup(chain, warm[k], ctx, n_warmup)
-            with ctx.phase("sample"):
-                ctx.run_span(chain, main[k], 0, n_draws, "sample")
-            return chain
-
-        results, ctxs, interrupted, error = run_chains(
-            worker, chains, chains * (n_warmup + n_draws),
-            parallel=self.potential.thread_safe, progress=progress, desc=self.method)
-        res = self._result(warm, main, ctxs, chain_objs, interrupted or error is not None,
-                           keep_warmup)
-        if error is not None:
-            error.result = res
-            raise error
-        return res
-
-    def _result(self, warm, main, ctxs, chain_objs, partial, keep_warmup, **extra):
-        chains, d = len(main), self.potential.dim
-        draws, stats = self._assemble(main, "sample", chains, d, ctxs, not partial)
-        wd = ws = None
-        if keep_warmup:
-            wd, ws = self._assemble(warm, "warmup", chains, d, ctxs, not partial)
-        timings = {}
-        for c in ctxs:
-            for k, v in c.timings.items():
-                timings[k] = max(timings.get(k, 0.0), v)
-        return Result(
-            draws=draws, stats=stats, method=self.method, potential=self.potential,
-            param_names=self.potential.param_names, warmup_draws=wd, warmup_stats=ws,
-            step_size=np.array([c.step_size if c is not None else np.nan for c in chain_objs]),
-            inv_metric=[c.inv_metric if c is not None else None for c in chain_objs],
-            timings=timings, timings_per_chain=[dict(c.timings) for c in ctxs],
-            interrupted=partial, **extra)
+    def warmup_and_sample(self, ctx):
+        ctx.chain = self.make_chain(ctx.q0, ctx.generator)
+        with ctx.phase("warmup"):
+            self.warmup(ctx.chain, ctx.warm, ctx, ctx.run.n_warmup)
+        with ctx.phase("sample"):
+            ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")

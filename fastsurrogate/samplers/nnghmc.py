@@ -30,17 +30,17 @@ transitions of the chain and stay in ``result.warmup_draws``;
 ``result.info["warmup_stage"]`` says which stage each warm-up row belongs to.
 """
 import time
-from types import SimpleNamespace
 
 import numpy as np
 
-from ..core._hmc import Chain, new_trace
+from ..core._hmc import Chain
 from ..core._potential import RecordingPotential
-from ._base import (chain_generators, initial_points, run_chains, check_int, check_positive)
+from ..surrogates.gradient_network import affine_start_network, fit_gradient_network
+from ._base import check_int, check_potential
 from .hmc import HMC
 from .rns_hmc import surrogate_seed
 
-__all__ = ["NNGHMC", "affine_start_network"]
+__all__ = ["NNGHMC"]
 
 # rows of result.warmup_draws, by stage
 STAGE_BURN_IN, STAGE_EXPLORE, STAGE_TRIAL = 0, 1, 2
@@ -69,78 +69,6 @@ def _check_iterations(name, value):
     """Validate at construction time (the fraction is resolved in sample())."""
     _iterations(name, value, 1)
     return value
-
-
-def affine_start_network(Q, G, n_hidden, blocks=1, activation="softplus", ridge=1e-6,
-                         seed=None):
-    """A gradient network equal to the least-squares affine fit of G on Q.
-
-    A starting point for backpropagation: in standardised coordinates
-    (inputs and outputs by the mean and sd of Q and G) the affine map of each
-    output block, A_b = U S V^T, is written exactly with pairs of hidden units,
-    since softplus(t) - softplus(-t) = t (and relu(t) - relu(-t) = t): unit
-    pair k has input weights +-sqrt(s_k) v_k and output weights
-    +-sqrt(s_k) u_k.  A block with h units keeps the h // 2 largest singular
-    values; its remaining units get Glorot-uniform input weights and zero
-    output weights.  Near a Gaussian-like posterior grad U is nearly affine,
-    so training starts close to the answer (200-d logistic regression of the
-    NNgHMC paper, 8 blocks of 50 units, 6000 points: held-out relative error
-    1.4 % before training, 0.95 % after 104 L-BFGS iterations in 14 s, against
-    1.1 % after 1600 iterations in 135 s from a random start).
-
-    Parameters
-    ----------
-    Q, G : ndarray (N, dim)
-        Positions and grad U there.
-    n_hidden : int
-        Hidden units per block.
-    blocks : int
-        Output blocks (sizes as :func:`fastsurrogate.surrogates._mlp.split_blocks`).
-    activation : {"softplus", "relu"}
-    ridge : float
-        Relative ridge of the least squares (times N, standardised inputs).
-    seed : None, int or Generator
-        For the input weights of the units beyond the affine pairs.
-
-    Returns
-    -------
-    GradientNetwork
-    """
-    from ..surrogates._mlp import GradientNetwork, split_blocks
-    if activation not in ("softplus", "relu"):
-        raise ValueError(f"an affine start needs softplus or relu units, got {activation!r}")
-    Q = np.asarray(Q, dtype=np.float64)
-    G = np.asarray(G, dtype=np.float64)
-    n, d = Q.shape
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    shift, scale = Q.mean(axis=0), Q.std(axis=0)
-    out_shift, out_scale = G.mean(axis=0), G.std(axis=0)
-    scale[~(scale > 0)] = 1.0
-    out_scale[~(out_scale > 0)] = 1.0
-    X = (Q - shift) / scale
-    T = (G - out_shift) / out_scale
-    A = np.linalg.solve(X.T @ X + ridge * n * np.eye(d), X.T @ T).T        # (d_out, d_in)
-    W1, W2 = [], []
-    first = 0
-    for m in split_blocks(d, blocks):
-        U, s, Vt = np.linalg.svd(A[first:first + m], full_matrices=False)
-        first += m
-        r = min(s.shape[0], n_hidden // 2)
-        c = np.sqrt(s[:r])
-        w = c[:, None] * Vt[:r]
-        v = U[:, :r] * c[None, :]
-        extra = n_hidden - 2 * r
-        a = np.sqrt(6.0 / (d + n_hidden))
-        W1.append(np.vstack([w, -w, rng.uniform(-a, a, (extra, d))]))
-        W2.append(np.hstack([v, -v, np.zeros((m, extra))]))
-    H = sum(w.shape[0] for w in W1)
-    return GradientNetwork(np.vstack(W1), np.zeros(H), W2, np.zeros(d), activation,
-                           shift, scale, out_shift, out_scale)
-
-
-def _default_trainer(Q, G, **options):
-    from ..surrogates.gradient_network import fit_gradient_network
-    return fit_gradient_network(Q, G, **options)
 
 
 class NNGHMC(HMC):
@@ -254,9 +182,7 @@ class NNGHMC(HMC):
             raise TypeError("trainer_options must be a dict")
         self.trainer_options = dict(trainer_options or {})
         if surrogate is not None:
-            self._check_potential(surrogate)
-            if surrogate.dim != potential.dim:
-                raise ValueError(f"surrogate has dim {surrogate.dim}; the potential has {potential.dim}")
+            check_potential(surrogate, "surrogate", potential.dim)
         self.surrogate = surrogate
 
     # -- the schedule ------------------------------------------------------------
@@ -272,7 +198,7 @@ class NNGHMC(HMC):
 
     def train(self, Q, G, seed, previous=None):
         """Fit the gradient network on (Q, G) (from ``previous`` with warm starts)."""
-        trainer = self.trainer if self.trainer is not None else _default_trainer
+        trainer = self.trainer if self.trainer is not None else fit_gradient_network
         opts = dict(n_hidden=self.n_hidden, blocks=self.blocks, activation=self.activation,
                     holdout=self.holdout, seed=seed)
         if self.warm_start and previous is not None:
@@ -281,262 +207,195 @@ class NNGHMC(HMC):
             opts["init"] = affine_start_network(Q, G, self.n_hidden, self.blocks,
                                                 self.activation, seed=seed)
         opts.update(self.trainer_options)
-        net = trainer(Q, G, **opts)
-        self._check_potential(net)
-        if net.dim != self.potential.dim:
-            raise ValueError(f"the trainer returned a network of dim {net.dim}; "
-                             f"the potential has dim {self.potential.dim}")
-        return net
+        return check_potential(trainer(Q, G, **opts), "the trainer's network",
+                               self.potential.dim)
 
     def _trial_chain(self, chain, net):
+        """A chain driven by the network and judged by the exact U, from where `chain` is."""
         return Chain(net, self.potential, chain.position, chain.generator,
                      step_size=chain.step_size, n_steps=self.n_steps,
                      random_n_steps=self.random_n_steps, inv_metric=chain.inv_metric,
                      max_energy_error=self.max_energy_error)
 
-    # -- the public entry point -------------------------------------------------
-    def sample(self, n_draws=1000, n_warmup=1000, *, chains=1, seed=None, init=None,
-               progress=True, keep_warmup=True):
-        """Burn in, explore and train on the schedule, then draw n_draws.
+    # -- the algorithm -----------------------------------------------------------
+    default_chains = 1
 
-        Parameters are those of :meth:`HMC.sample`; ``n_warmup`` is the
-        exploration budget (exact HMC iterations, trials not counted).
-
-        Returns
-        -------
-        Result
-            ``draws`` (chains, n_draws, dim) from the network-driven chain
-            (or from exact HMC when no trial succeeded); ``surrogate`` the
-            last trained network; ``timings`` the seconds of ``burn_in``,
-            ``explore`` (together ``warmup``), ``train``, ``trial`` and
-            ``sample``; ``info["events"]`` the
-            schedule's decisions (``train``, ``trial``, then ``switch`` or
-            ``keep_exact``), ``info["switched"]``, ``info["switch_iteration"]``,
-            ``info["n_train"]``, ``info["hmc_acceptance"]``,
-            ``info["trial_acceptance"]`` and ``info["warmup_stage"]`` (one
-            code per warm-up row: 0 burn-in, 1 explore, 2 trial).
-        """
-        n_draws = check_int("n_draws", n_draws, 0)
-        n_warmup = check_int("n_warmup", n_warmup, 0)
-        chains = check_int("chains", chains, 1)
+    def check_sizes(self, n_draws, n_warmup):
         burn, start, every, end = self.schedule(n_warmup)
         if self.surrogate is None and start > end:
             raise ValueError(
                 f"the schedule has no training: train_start = {start} iterations (at least "
                 f"burn_in + 1 = {burn + 1}) is after train_end = {end}; increase n_warmup "
                 f"(now {n_warmup}) or move train_start / burn_in")
+
+    def phases(self, run):
+        """Burn in, explore and train on the schedule, then draw n_draws.
+
+        ``n_warmup`` is the exploration budget (exact HMC iterations, trials
+        not counted).  ``draws`` come from the network-driven chain (or from
+        exact HMC when no trial succeeded); ``surrogate`` is the last trained
+        network; ``timings`` the seconds of ``burn_in``, ``explore``
+        (together ``warmup``), ``train``, ``trial`` and ``sample``;
+        ``info["events"]`` the schedule's decisions (``train``, ``trial``,
+        then ``switch`` or ``keep_exact``), ``info["switched"]``,
+        ``info["switch_iteration"]``, ``info["n_train"]``,
+        ``info["hmc_acceptance"]``, ``info["trial_acceptance"]`` and
+        ``info["warmup_stage"]`` (one code per warm-up row: 0 burn-in,
+        1 explore, 2 trial).  While it runs, ``run.row`` is the next warm-up
+        row, ``run.iteration`` the exploration iteration reached and
+        ``run.net`` the latest network.
+        """
+        burn, start, every, end = self.schedule(run.n_warmup)
         trainings = [] if self.surrogate is not None else list(range(start, end + 1, every))
-        gens = chain_generators(seed, chains)
-        net_seed = surrogate_seed(gens[0])
-        q0 = initial_points(self.potential, init, gens)
-        d = self.potential.dim
-        steps_per_iter = self.n_steps + 1
-        capacity = max((n_warmup - burn) * steps_per_iter // self.record_every + 8, 8)
-        recorders = [RecordingPotential(self.potential, capacity, every=self.record_every)
-                     for _ in range(chains)]
-        n_rows = n_warmup + self.trial_length * len(trainings)
-        warm = [new_trace(n_rows, d) for _ in range(chains)]
-        main = [new_trace(n_draws, d) for _ in range(chains)]
-        stage = np.zeros(n_rows, dtype=np.int8)
-        exact = [None] * chains           # exact chains (recorder drives and judges)
-        current = [None] * chains         # the chain each worker continues
-        acc = [SimpleNamespace(done={"warmup": 0, "sample": 0}, timings={}) for _ in range(chains)]
-        events = []
-        info = {"events": events, "switched": False, "switch_iteration": None, "n_train": 0,
-                "hmc_acceptance": None, "trial_acceptance": None}
-        parallel = self.potential.thread_safe
-        state = SimpleNamespace(row=0, iteration=0, net=self.surrogate, switched=False)
-
-        def absorb(ctxs, key):
-            for a, c in zip(acc, ctxs):
-                for k, v in c.timings.items():
-                    a.timings[k] = a.timings.get(k, 0.0) + v
-                if key in c.done:
-                    a.done[key] = c.done[key]
-
-        def run(worker, n_iter, key, desc, par):
-            """Run one stage on every chain; returns True when the run must stop."""
-            _, ctxs, interrupted, error = run_chains(worker, chains, chains * n_iter, par,
-                                                     progress, desc)
-            absorb(ctxs, key)
-            if interrupted or error is not None:
-                state.stop = (interrupted, error)
-                return True
-            return False
-
-        def exact_span(first, last, record):
-            """Exact HMC for exploration iterations first..last-1 (rows continue).
-
-            The span starting at iteration 0 is the burn-in: it adapts the
-            step size (and metric) when ``adapt``."""
-            row0 = state.row
-            n = last - first
-
-            def worker(ctx):
-                k = ctx.index
-                if exact[k] is None:
-                    recorders[k].active = False
-                    exact[k] = self.make_chain(q0[k], gens[k], drive=recorders[k],
-                                               judge=recorders[k])
-                    current[k] = exact[k]
-                chain = exact[k]
-                recorders[k].active = record
-                with ctx.phase("warmup"), ctx.phase("explore" if record else "burn_in"):
-                    if first == 0 and row0 == 0:
-                        self.warmup(chain, warm[k], ctx, n, key="warmup")
-                    else:
-                        ctx.run_span(chain, warm[k], row0, row0 + n, "warmup")
-                return chain
-
-            stopped = run(worker, n, "warmup", "explore" if record else "burn-in", parallel)
-            stage[row0:row0 + n] = STAGE_EXPLORE if record else STAGE_BURN_IN
-            state.row += n
-            state.iteration = last
-            return stopped
-
-        def trial_span(net):
-            row0 = state.row
-            n = self.trial_length
-
-            def worker(ctx):
-                k = ctx.index
-                chain = self._trial_chain(exact[k], net)
-                current[k] = chain
-                with ctx.phase("trial"):
-                    ctx.run_span(chain, warm[k], row0, row0 + n, "warmup")
-                return chain
-
-            stopped = run(worker, n, "warmup", "trial", parallel and net.thread_safe)
-            stage[row0:row0 + n] = STAGE_TRIAL
-            state.row += n
-            return stopped
-
-        state.stop = None
+        seed = surrogate_seed(run.generators[0])
+        rows = run.n_warmup + self.trial_length * len(trainings)
+        run.start(warm_rows=rows)
+        capacity = max((run.n_warmup - burn) * (self.n_steps + 1) // self.record_every + 8, 8)
+        for ctx in run.ctxs:
+            ctx.recorder = RecordingPotential(self.potential, capacity, every=self.record_every)
+            ctx.exact = None
+        run.row, run.iteration, run.net, run.stage = 0, 0, self.surrogate, np.zeros(rows, np.int8)
+        run.info.update(events=[], switched=False, switch_iteration=None, n_train=0,
+                        hmc_acceptance=None, trial_acceptance=None)
         try:
-            # 1. burn-in (adaptation), not recorded
-            if burn > 0 and exact_span(0, burn, record=False):
-                return self._finish(warm, main, acc, exact, current, state, stage, info,
-                                    keep_warmup)
+            if burn > 0:                                        # 1. burn-in, not recorded
+                self.exact_span(run, burn, record=False)
             if self.surrogate is not None:
-                if n_warmup > burn and exact_span(burn, n_warmup, record=False):
-                    return self._finish(warm, main, acc, exact, current, state, stage, info,
-                                        keep_warmup)
-                events.append({"event": "given_surrogate", "iteration": state.iteration})
-                state.switched = True
-            else:
-                # 2-3. explore and the training schedule
-                for j, t in enumerate(trainings):
-                    if t > state.iteration and exact_span(state.iteration, t, record=True):
-                        return self._finish(warm, main, acc, exact, current, state, stage, info,
-                                            keep_warmup)
-                    Q, G = self._training_set(recorders, net_seed, j)
-                    t0 = time.perf_counter()
-                    net = self.train(Q, G, int(np.random.SeedSequence([net_seed, j])
-                                                .generate_state(1)[0] >> 1), state.net)
-                    secs = time.perf_counter() - t0
-                    for a in acc:
-                        a.timings["train"] = a.timings.get("train", 0.0) + secs
-                    state.net = net
-                    info["n_train"] = int(Q.shape[0])
-                    ev = {"event": "train", "iteration": t, "n_points": int(Q.shape[0]),
-                          "seconds": secs}
-                    for key, value in dict(getattr(net, "info", None) or {}).items():
-                        if key not in ev and isinstance(value, (int, float, str, bool, np.number)):
-                            ev[key] = value
-                    events.append(ev)
-                    hmc_acc = self._hmc_acceptance(warm, stage, state.row)
-                    t0 = time.perf_counter()
-                    trial_row = state.row
-                    if trial_span(net):
-                        return self._finish(warm, main, acc, exact, current, state, stage, info,
-                                            keep_warmup)
-                    trial_acc = float(np.mean([w["accept_prob"][trial_row:state.row]
-                                               for w in warm]))
-                    switch = bool(trial_acc >= self.switch_fraction * hmc_acc)
-                    events.append({"event": "trial", "iteration": t, "acceptance": trial_acc,
-                                   "hmc_acceptance": hmc_acc,
-                                   "ratio": trial_acc / hmc_acc if hmc_acc > 0 else np.inf,
-                                   "switch": switch, "seconds": time.perf_counter() - t0})
-                    info["hmc_acceptance"], info["trial_acceptance"] = hmc_acc, trial_acc
-                    if switch:
-                        state.switched = True
-                        events.append({"event": "switch", "iteration": t})
-                        break
-                    for k in range(chains):     # back to exact HMC where the trial ended
-                        exact[k].set_position(current[k].position)
-                        current[k] = exact[k]
-                if not state.switched:
-                    events.append({"event": "keep_exact", "iteration": state.iteration,
-                                   "reason": "no trial reached switch_fraction * exact "
-                                             "acceptance by train_end" if trainings else
-                                             "no training"})
-            # 4. sample
-            info["switched"] = state.switched
-            info["switch_iteration"] = state.iteration if state.switched else None
-            for r in recorders:
-                r.active = False
-
-            def sample_worker(ctx):
-                k = ctx.index
-                if exact[k] is None:      # n_warmup == 0 with a given surrogate
-                    exact[k] = self.make_chain(q0[k], gens[k])
-                    current[k] = exact[k]
-                if state.switched:
-                    chain = current[k]
-                    if chain.drive is not state.net:
-                        chain = self._trial_chain(current[k], state.net)
-                else:
-                    chain = self.make_chain(current[k].position, gens[k])
-                    chain.step_size = exact[k].step_size
-                    chain.set_inv_metric(exact[k].inv_metric)
-                current[k] = chain
-                with ctx.phase("sample"):
-                    ctx.run_span(chain, main[k], 0, n_draws, "sample")
-                return chain
-
-            par = parallel and (not state.switched or state.net.thread_safe)
-            run(sample_worker, n_draws, "sample", self.method, par)
-            return self._finish(warm, main, acc, exact, current, state, stage, info, keep_warmup)
+                if run.n_warmup > burn:
+                    self.exact_span(run, run.n_warmup, record=False)
+                run.info["events"].append({"event": "given_surrogate",
+                                           "iteration": run.iteration})
+                switched = True
+            else:                                               # 2-3. explore, train, trial
+                switched = self.explore_and_train(run, trainings, seed)
+            run.info["switched"] = switched
+            run.info["switch_iteration"] = run.iteration if switched else None
+            for ctx in run.ctxs:
+                ctx.recorder.active = False
+            parallel = self.potential.thread_safe and (not switched or run.net.thread_safe)
+            run.each_chain(lambda ctx: self.draw(ctx, switched), run.n_draws, self.method,
+                           parallel)                            # 4. sample
         finally:
-            for r in recorders:
-                r.active = False
+            for ctx in run.ctxs:
+                ctx.recorder.active = False
 
-    # -- pieces ------------------------------------------------------------------
-    def _training_set(self, recorders, net_seed, j):
-        Q = np.concatenate([r.points()[0] for r in recorders])
-        G = np.concatenate([r.points()[1] for r in recorders])
+    def finish(self, run):
+        if not hasattr(run, "stage"):
+            return
+        rows = min(c.done.get("warmup", 0) for c in run.ctxs)
+        run.info["warmup_stage"] = run.stage[:rows].copy()
+        run.info["stage_names"] = dict(_STAGE_NAMES)
+        run.surrogate = run.net
+
+    # -- stages --------------------------------------------------------------------
+    def explore_and_train(self, run, trainings, seed):
+        """Exact HMC recording every leapfrog step; at each scheduled iteration,
+        train on every point so far and trial the network.  True on a switch."""
+        events = run.info["events"]
+        for j, t in enumerate(trainings):
+            if t > run.iteration:
+                self.exact_span(run, t, record=True)
+            Q, G = self._training_set(run, seed, j)
+            t0 = time.perf_counter()
+            with run.phase("train"):
+                net = self.train(Q, G, int(np.random.SeedSequence([seed, j])
+                                           .generate_state(1)[0] >> 1), run.net)
+            secs = time.perf_counter() - t0
+            run.net = net
+            run.info["n_train"] = int(Q.shape[0])
+            ev = {"event": "train", "iteration": t, "n_points": int(Q.shape[0]), "seconds": secs}
+            for key, value in dict(getattr(net, "info", None) or {}).items():
+                if key not in ev and isinstance(value, (int, float, str, bool, np.number)):
+                    ev[key] = value
+            events.append(ev)
+            if self.trial(run, t):
+                events.append({"event": "switch", "iteration": t})
+                return True
+            for ctx in run.ctxs:            # back to exact HMC where the trial ended
+                ctx.exact.set_position(ctx.chain.position)
+                ctx.chain = ctx.exact
+        events.append({"event": "keep_exact", "iteration": run.iteration,
+                       "reason": "no trial reached switch_fraction * exact acceptance by "
+                                 "train_end" if trainings else "no training"})
+        return False
+
+    def exact_span(self, run, last, record):
+        """Exact HMC from exploration iteration run.iteration to `last` (rows
+        continue); the span at row 0 is the burn-in and adapts (``adapt``)."""
+        row0, n = run.row, last - run.iteration
+        run.stage[row0:row0 + n] = STAGE_EXPLORE if record else STAGE_BURN_IN
+
+        def worker(ctx):
+            if ctx.exact is None:
+                ctx.recorder.active = False
+                ctx.exact = ctx.chain = self.make_chain(ctx.q0, ctx.generator,
+                                                        drive=ctx.recorder, judge=ctx.recorder)
+            ctx.recorder.active = record
+            with ctx.phase("warmup"), ctx.phase("explore" if record else "burn_in"):
+                if row0 == 0:
+                    self.warmup(ctx.exact, ctx.warm, ctx, n, key="warmup")
+                else:
+                    ctx.run_span(ctx.exact, ctx.warm, row0, row0 + n, "warmup")
+
+        run.each_chain(worker, n, "explore" if record else "burn-in")
+        run.row += n
+        run.iteration = last
+
+    def trial(self, run, t):
+        """trial_length iterations of every chain driven by the network; True
+        when their acceptance reaches switch_fraction times exact HMC's."""
+        hmc_acc = self._hmc_acceptance(run)
+        t0 = time.perf_counter()
+        row0, n = run.row, self.trial_length
+        run.stage[row0:row0 + n] = STAGE_TRIAL
+
+        def worker(ctx):
+            ctx.chain = self._trial_chain(ctx.exact, run.net)
+            with ctx.phase("trial"):
+                ctx.run_span(ctx.chain, ctx.warm, row0, row0 + n, "warmup")
+
+        run.each_chain(worker, n, "trial", self.potential.thread_safe and run.net.thread_safe)
+        run.row += n
+        trial_acc = float(np.mean([c.warm["accept_prob"][row0:run.row] for c in run.ctxs]))
+        switch = bool(trial_acc >= self.switch_fraction * hmc_acc)
+        run.info["events"].append({
+            "event": "trial", "iteration": t, "acceptance": trial_acc,
+            "hmc_acceptance": hmc_acc, "ratio": trial_acc / hmc_acc if hmc_acc > 0 else np.inf,
+            "switch": switch, "seconds": time.perf_counter() - t0})
+        run.info["hmc_acceptance"], run.info["trial_acceptance"] = hmc_acc, trial_acc
+        return switch
+
+    def draw(self, ctx, switched):
+        """The kept draws: network-driven after a switch, else exact HMC."""
+        if ctx.exact is None:               # n_warmup == 0 with a given surrogate
+            ctx.exact = ctx.chain = self.make_chain(ctx.q0, ctx.generator)
+        if switched:
+            if ctx.chain.drive is not ctx.run.net:
+                ctx.chain = self._trial_chain(ctx.chain, ctx.run.net)
+        else:
+            chain = self.make_chain(ctx.chain.position, ctx.generator)
+            chain.step_size = ctx.exact.step_size
+            chain.set_inv_metric(ctx.exact.inv_metric)
+            ctx.chain = chain
+        with ctx.phase("sample"):
+            ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
+
+    def _training_set(self, run, seed, j):
+        Q = np.concatenate([c.recorder.points()[0] for c in run.ctxs])
+        G = np.concatenate([c.recorder.points()[1] for c in run.ctxs])
         if Q.shape[0] < 2:
             raise RuntimeError("the exploration recorded fewer than 2 training points")
         if self.max_train is not None and Q.shape[0] > self.max_train:
-            rng = np.random.default_rng([net_seed, j, 1])
+            rng = np.random.default_rng([seed, j, 1])
             idx = np.sort(rng.choice(Q.shape[0], size=self.max_train, replace=False))
             Q, G = Q[idx], G[idx]
         return Q, G
 
     @staticmethod
-    def _hmc_acceptance(warm, stage, n_rows):
-        rows = np.flatnonzero(stage[:n_rows] == STAGE_EXPLORE)
+    def _hmc_acceptance(run):
+        rows = np.flatnonzero(run.stage[:run.row] == STAGE_EXPLORE)
         if rows.size == 0:
-            rows = np.arange(n_rows)
+            rows = np.arange(run.row)
         if rows.size == 0:
             return 1.0
-        return float(np.mean([w["accept_prob"][rows] for w in warm]))
-
-    def _finish(self, warm, main, acc, exact, current, state, stage, info, keep_warmup):
-        interrupted, error = state.stop if state.stop is not None else (False, None)
-        partial = interrupted or error is not None
-        rows = min(a.done.get("warmup", 0) for a in acc) if partial else state.row
-        warm_cut = [{k: v[:rows] for k, v in w.items()} for w in warm]
-        for a in acc:
-            a.done["warmup"] = min(a.done.get("warmup", 0), rows)
-        info["warmup_stage"] = stage[:rows].copy()
-        info["stage_names"] = dict(_STAGE_NAMES)
-        info["events"] = list(info["events"])
-        chains_used = [c if c is not None else e for c, e in zip(current, exact)]
-        res = self._result(warm_cut, main, acc, chains_used, partial, keep_warmup,
-                           info=info, surrogate=state.net)
-        if error is not None:
-            error.result = res
-            raise error
-        return res
-
+        return float(np.mean([c.warm["accept_prob"][rows] for c in run.ctxs]))

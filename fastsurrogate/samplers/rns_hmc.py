@@ -18,16 +18,14 @@ A guard watches the exploitation acceptance in windows: when it falls below
 on the data it has (``guard_action="retrain"``) or returns to exact HMC
 (``"exact"``); the result records every such event in ``info["guard_events"]``.
 """
-import time
-
 import numpy as np
 
-from ..core._hmc import Chain, new_trace
-from ..models._models import Gaussian
+from ..core._hmc import Chain
 from ..core._potential import WeightedSum
+from ..models._models import Gaussian
 from ..surrogates.laplace import laplace_approximation
 from ..surrogates.random_network import train_random_network
-from ._base import (chain_generators, initial_points, run_chains, check_int, check_positive)
+from ._base import check_int, check_positive, check_potential
 from .hmc import HMC
 
 __all__ = ["RNSHMC", "surrogate_seed"]
@@ -152,21 +150,61 @@ class RNSHMC(HMC):
             raise ValueError("guard_action must be 'retrain' or 'exact'")
         self.guard_action = guard_action
         if surrogate is not None:
-            self._check_potential(surrogate)
-            if surrogate.dim != potential.dim:
-                raise ValueError(f"surrogate has dim {surrogate.dim}; the potential has {potential.dim}")
+            check_potential(surrogate, "surrogate", potential.dim)
         self.surrogate = surrogate
         if isinstance(base, str) and base != "laplace":
             raise ValueError(f'base must be None, "laplace" or a Potential, got {base!r}')
         if base is not None and surrogate is not None:
             raise ValueError("base and surrogate exclude each other: a given surrogate is used as is")
         if base is not None and not isinstance(base, str):
-            self._check_potential(base)
-            if base.dim != potential.dim:
-                raise ValueError(f"base has dim {base.dim}; the potential has {potential.dim}")
+            check_potential(base, "base", potential.dim)
         self.base = base
 
-    # -- phases ---------------------------------------------------------------
+    # -- the algorithm -----------------------------------------------------------
+    default_chains = 1
+
+    def check_sizes(self, n_draws, n_warmup):
+        if self.surrogate is None and n_warmup < 10:
+            raise ValueError("n_warmup must be >= 10: the exploration phase provides the training data")
+
+    def phases(self, run):
+        """Explore with exact HMC, train the network on the pooled states, exploit.
+
+        ``result.surrogate`` is the trained network, ``warmup_draws`` the
+        exploration chain and ``timings`` the seconds of ``warmup``
+        (exploration), ``train`` and ``sample`` (exploitation).  ``info``
+        holds the training-set size, the exploration acceptance, guard
+        events and the exact evaluations made (and, with delayed
+        acceptance, saved).
+        """
+        run.start()
+        seed = surrogate_seed(run.generators[0])
+        run.each_chain(self.explore, run.n_warmup, "explore")
+        start = self._train_start(run.n_warmup)
+        Q, U = self.training_set([c.warm for c in run.ctxs], start)
+        run.info["exploration_acceptance"] = [
+            float(c.warm["accept_prob"][start:].mean()) if run.n_warmup > start else 1.0
+            for c in run.ctxs]
+        with run.phase("train"):
+            # "laplace": this run's own Laplace approximation
+            base = self._laplace_base(Q, U) if isinstance(self.base, str) else self.base
+            net = self.surrogate if self.surrogate is not None else self.train(Q, U, seed, base)
+        if base is not None:
+            run.info["base"] = base
+        run.info.update(n_train=int(Q.shape[0]), train_rmse=getattr(net, "info", {}).get(
+            "train_rmse") if hasattr(net, "info") else None, guard_events=[])
+        run.surrogate = net
+        run.each_chain(lambda ctx: self.exploit(ctx, net, Q, U, seed, base), run.n_draws,
+                       "exploit", parallel=self.potential.thread_safe and net.thread_safe)
+
+    def finish(self, run):
+        judge_evals = sum(int(c.main["judge_evaluated"][:c.done.get("sample", 0)].sum())
+                          for c in run.ctxs if c.main is not None)
+        n_iter = sum(c.done.get("sample", 0) for c in run.ctxs)
+        run.info["exact_evaluations"] = judge_evals
+        run.info["exact_evaluations_saved"] = n_iter - judge_evals
+
+    # -- phases ------------------------------------------------------------------
     def _n_adapt(self, n_warmup):
         return n_warmup // 2 if self.adapt else 0
 
@@ -175,11 +213,14 @@ class RNSHMC(HMC):
         start = int(tf * n_warmup) if tf < 1 else int(tf)
         return min(max(start, self._n_adapt(n_warmup)), max(n_warmup - 2, 0))
 
-    def explore(self, chain, trace, ctx, n_warmup):
+    def explore(self, ctx):
         """Exact HMC: adaptation on the first half (when adapting), then fixed."""
+        ctx.chain = self.make_chain(ctx.q0, ctx.generator)
+        n_warmup = ctx.run.n_warmup
         n_adapt = self._n_adapt(n_warmup)
-        self.warmup(chain, trace, ctx, n_adapt, key="warmup")
-        ctx.run_span(chain, trace, n_adapt, n_warmup, "warmup")
+        with ctx.phase("warmup"):
+            self.warmup(ctx.chain, ctx.warm, ctx, n_adapt, key="warmup")
+            ctx.run_span(ctx.chain, ctx.warm, n_adapt, n_warmup, "warmup")
 
     def training_set(self, traces, start):
         Q = np.concatenate([t["draws"][start:] for t in traces])
@@ -207,125 +248,36 @@ class RNSHMC(HMC):
         lap = laplace_approximation(self.potential, best)
         return Gaussian(lap.mean, lap.cov)
 
-    def exploit(self, chain, trace, ctx, n_draws, net, explore_acc, Q, U, events, seed,
-                base=None):
-        """Surrogate-driven sampling with the guard; returns the chain in use."""
+    def exploit(self, ctx, net, Q, U, seed, base=None):
+        """Surrogate-driven sampling, watched by the guard in windows."""
+        ctx.chain = self._continue_chain(ctx.chain, net)
+        n_draws, trace = ctx.run.n_draws, ctx.main
+        explore_acc = ctx.run.info["exploration_acceptance"][ctx.index]
         i = 0
-        while i < n_draws:
-            end = min(i + self.guard_window, n_draws) if self.guard is not None else n_draws
-            i = ctx.run_span(chain, trace, i, end, "sample")
-            if self.guard is None or chain.drive_is_judge or i >= n_draws:
-                continue
-            acc = float(trace["accept_prob"][max(0, i - self.guard_window):i].mean())
-            if acc >= self.guard * explore_acc:
-                continue
-            event = {"chain": ctx.index, "iteration": i, "acceptance": acc,
-                     "exploration_acceptance": explore_acc, "action": self.guard_action}
-            if self.guard_action == "retrain":
-                Q = np.concatenate([Q, trace["draws"][:i]])
-                U = np.concatenate([U, trace["potential"][:i]])
-                with ctx.phase("train"):
-                    net = self.train(Q, U, [seed, ctx.index, i], base)
-                drive = net
-            else:
+        with ctx.phase("sample"):
+            while i < n_draws:
+                end = min(i + self.guard_window, n_draws) if self.guard is not None else n_draws
+                i = ctx.run_span(ctx.chain, trace, i, end, "sample")
+                if self.guard is None or ctx.chain.drive_is_judge or i >= n_draws:
+                    continue
+                acc = float(trace["accept_prob"][max(0, i - self.guard_window):i].mean())
+                if acc >= self.guard * explore_acc:
+                    continue
+                ctx.run.info["guard_events"].append(
+                    {"chain": ctx.index, "iteration": i, "acceptance": acc,
+                     "exploration_acceptance": explore_acc, "action": self.guard_action})
                 drive = self.potential
-            events.append(event)
-            chain = self._continue_chain(chain, drive, ctx)
-        return chain
+                if self.guard_action == "retrain":
+                    Q = np.concatenate([Q, trace["draws"][:i]])
+                    U = np.concatenate([U, trace["potential"][:i]])
+                    with ctx.phase("train"):
+                        drive = self.train(Q, U, [seed, ctx.index, i], base)
+                ctx.chain = self._continue_chain(ctx.chain, drive)
 
-    def _continue_chain(self, chain, drive, ctx):
-        new = Chain(drive, self.potential, chain.position, chain.generator,
-                    step_size=chain.step_size, n_steps=self.n_steps,
-                    random_n_steps=self.random_n_steps, inv_metric=chain.inv_metric,
-                    max_energy_error=self.max_energy_error,
-                    delayed_acceptance=self.delayed_acceptance and drive is not self.potential)
-        return new
-
-    # -- the public entry point -------------------------------------------------
-    def sample(self, n_draws=1000, n_warmup=1000, *, chains=1, seed=None, init=None,
-               progress=True, keep_warmup=True):
-        """Explore with exact HMC for n_warmup iterations, train, then draw n_draws.
-
-        Returns a :class:`Result` whose ``surrogate`` is the trained network,
-        ``warmup_draws`` the exploration chain and ``timings`` the seconds of
-        ``warmup`` (exploration), ``train`` and ``sample`` (exploitation).
-        ``info`` holds the training-set size, the exploration acceptance,
-        guard events and, with delayed acceptance, the exact evaluations saved.
-        """
-        n_draws = check_int("n_draws", n_draws, 0)
-        n_warmup = check_int("n_warmup", n_warmup, 0)
-        chains = check_int("chains", chains, 1)
-        if self.surrogate is None and n_warmup < 10:
-            raise ValueError("n_warmup must be >= 10: the exploration phase provides the training data")
-        gens = chain_generators(seed, chains)
-        net_seed = surrogate_seed(gens[0])
-        q0 = initial_points(self.potential, init, gens)
-        d = self.potential.dim
-        warm = [new_trace(n_warmup, d) for _ in range(chains)]
-        main = [new_trace(n_draws, d) for _ in range(chains)]
-        chain_objs = [None] * chains
-        parallel = self.potential.thread_safe
-
-        def explore_worker(ctx):
-            k = ctx.index
-            chain = self.make_chain(q0[k], gens[k])
-            chain_objs[k] = chain
-            with ctx.phase("warmup"):
-                self.explore(chain, warm[k], ctx, n_warmup)
-            return chain
-
-        _, ctx1, interrupted, error = run_chains(
-            explore_worker, chains, chains * n_warmup, parallel, progress, "explore")
-        info = {}
-        if interrupted or error is not None:
-            res = self._result(warm, main, ctx1, chain_objs, True, keep_warmup)
-            if error is not None:
-                error.result = res
-                raise error
-            return res
-
-        start = self._train_start(n_warmup)
-        Q, U = self.training_set(warm, start)
-        explore_acc = [float(t["accept_prob"][start:].mean()) if n_warmup > start else 1.0
-                       for t in warm]
-        t0 = time.perf_counter()
-        # "laplace": this run's own Laplace approximation
-        base = self._laplace_base(Q, U) if isinstance(self.base, str) else self.base
-        net = self.surrogate if self.surrogate is not None else self.train(Q, U, net_seed, base)
-        t_train = time.perf_counter() - t0
-        if base is not None:
-            info["base"] = base
-        info.update(n_train=int(Q.shape[0]), exploration_acceptance=explore_acc,
-                    train_rmse=getattr(net, "info", {}).get("train_rmse") if hasattr(net, "info") else None)
-        events = []
-        final_chains = [None] * chains
-
-        def exploit_worker(ctx):
-            k = ctx.index
-            chain = self._continue_chain(chain_objs[k], net, ctx)
-            with ctx.phase("sample"):
-                chain = self.exploit(chain, main[k], ctx, n_draws, net, explore_acc[k], Q, U,
-                                     events, net_seed, base)
-            final_chains[k] = chain
-            return chain
-
-        _, ctx2, interrupted, error = run_chains(
-            exploit_worker, chains, chains * n_draws, parallel and net.thread_safe, progress,
-            "exploit")
-        for a, b in zip(ctx2, ctx1):
-            a.timings.update(b.timings)
-            a.done.update(b.done)
-            a.timings["train"] = a.timings.get("train", 0.0) + t_train
-        info["guard_events"] = events
-        judge_evals = sum(int(t["judge_evaluated"][:c.done.get("sample", 0)].sum())
-                          for t, c in zip(main, ctx2))
-        n_iter = sum(c.done.get("sample", 0) for c in ctx2)
-        info["exact_evaluations"] = judge_evals
-        info["exact_evaluations_saved"] = n_iter - judge_evals
-        res = self._result(warm, main, ctx2, [c or o for c, o in zip(final_chains, chain_objs)],
-                           interrupted or error is not None, keep_warmup,
-                           info=info, surrogate=net)
-        if error is not None:
-            error.result = res
-            raise error
-        return res
+    def _continue_chain(self, chain, drive):
+        """A chain driven by `drive` and judged by the exact U, from where `chain` is."""
+        return Chain(drive, self.potential, chain.position, chain.generator,
+                     step_size=chain.step_size, n_steps=self.n_steps,
+                     random_n_steps=self.random_n_steps, inv_metric=chain.inv_metric,
+                     max_energy_error=self.max_energy_error,
+                     delayed_acceptance=self.delayed_acceptance and drive is not self.potential)

