@@ -24,7 +24,7 @@ from ..result import Result
 
 __all__ = ["Sampler", "Run", "ChainContext", "chain_generators", "initial_points",
            "warmup_windows", "regularized_metric", "check_int", "check_positive",
-           "check_potential", "Interrupted"]
+           "check_potential", "check_metric", "Interrupted"]
 
 
 class Interrupted(Exception):
@@ -66,6 +66,23 @@ def check_potential(potential, name="potential", dim=None):
     if dim is not None and potential.dim != dim:
         raise ValueError(f"{name} has dim {potential.dim}; the potential has {dim}")
     return potential
+
+
+def check_metric(metric, names, dim):
+    """A metric name from `names`, or a fixed inverse metric: a positive (dim,)
+    diagonal or a symmetric (dim, dim) array (definiteness is checked by the chain)."""
+    if isinstance(metric, str):
+        if metric not in names:
+            raise ValueError(f"metric must be one of {names} or an array, got {metric!r}")
+        return metric
+    m = np.asarray(metric, dtype=np.float64)
+    if m.shape not in ((dim,), (dim, dim)):
+        raise ValueError(f"a metric array must have shape ({dim},) or ({dim}, {dim})")
+    if not np.all(np.isfinite(m)):
+        raise ValueError("the metric array contains NaN or inf")
+    if m.ndim == 2 and not np.allclose(m, m.T, rtol=1e-12, atol=0.0):
+        raise ValueError("a dense metric must be symmetric")
+    return m
 
 
 def check_init(init, dim, chains):

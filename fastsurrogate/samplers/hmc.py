@@ -8,7 +8,8 @@ windows, sampling.
 import numpy as np
 
 from ..core._hmc import Chain
-from ._base import (Sampler, warmup_windows, regularized_metric, check_int, check_positive)
+from ._base import (Sampler, warmup_windows, regularized_metric, check_int, check_positive,
+                    check_metric)
 
 __all__ = ["HMC"]
 
@@ -60,16 +61,7 @@ class HMC(Sampler):
         self.step_size = check_positive("step_size", step_size, allow_none=True)
         self.n_steps = check_int("n_steps", n_steps, 1)
         self.random_n_steps = bool(random_n_steps)
-        if isinstance(metric, str):
-            if metric not in _METRICS:
-                raise ValueError(f"metric must be one of {_METRICS} or an array, got {metric!r}")
-            self.metric = metric
-        else:
-            m = np.asarray(metric, dtype=np.float64)
-            d = potential.dim
-            if m.shape not in ((d,), (d, d)):
-                raise ValueError(f"a metric array must have shape ({d},) or ({d}, {d})")
-            self.metric = m
+        self.metric = check_metric(metric, _METRICS, potential.dim)
         self.adapt = bool(adapt)
         self.target_accept = float(target_accept)
         if not 0 < self.target_accept < 1:

@@ -30,7 +30,6 @@ With ``exact=True`` the frozen V drives the leapfrog but the exact U judges
 (one exact value per iteration, RNS-HMC style): the draws after t0 then
 target the exact posterior.
 """
-import time
 
 import numpy as np
 
@@ -40,7 +39,7 @@ from ..core._potential import WeightedSum, PotentialError
 from ..surrogates._network import RandomNetwork
 from ..surrogates._online import SMWTrainer
 from ..surrogates.laplace import LaplaceApproximation, laplace_approximation
-from ._base import check_int, check_positive, Interrupted
+from ._base import check_int, check_positive, check_metric, Interrupted
 from .hmc import HMC
 from .rns_hmc import surrogate_seed
 
@@ -175,15 +174,7 @@ class VHMC(HMC):
                          random_n_steps=random_n_steps, metric="unit", adapt=adapt,
                          target_accept=target_accept, max_energy_error=max_energy_error)
         d = potential.dim
-        if isinstance(metric, str):
-            if metric not in _METRICS:
-                raise ValueError(f"metric must be one of {_METRICS} or an array, got {metric!r}")
-            self.metric = metric
-        else:
-            m = np.asarray(metric, dtype=np.float64)
-            if m.shape not in ((d,), (d, d)):
-                raise ValueError(f"a metric array must have shape ({d},) or ({d}, {d})")
-            self.metric = m
+        self.metric = check_metric(metric, _METRICS, potential.dim)
         if n_hidden is None:
             n_hidden = default_n_hidden(d)
         self.n_hidden = check_int("n_hidden", n_hidden, 1)
@@ -267,7 +258,7 @@ class VHMC(HMC):
     def train(self, chain, trace, ctx, t_max, net, V, trainer, mu_fn, curve):
         """Algorithm 2 for t = 0 .. t0 - 1; returns t0.  Appends to `curve` (dict of lists)."""
         exact = self.potential
-        s, d = self.n_hidden, exact.dim
+        s = self.n_hidden
         v = np.zeros(s)
         auto = self.n_train == "auto"
         probes = []
