@@ -1,4 +1,10 @@
-"""Samplers: one module per method; each owns only its phase logic."""
+"""Samplers: one module per method, each supplying only its phases on the
+shared skeleton of :class:`Sampler` (samplers/_base.py).
+
+``SAMPLERS`` maps a method name to its class; ``fastsurrogate.sample``
+looks names up there, so registering a class of your own is one line.
+"""
+from ._base import Sampler, check_int, check_positive
 from .hmc import HMC
 from .rns_hmc import RNSHMC
 from .arns_hmc import ARNSHMC
@@ -8,4 +14,5 @@ from .vhmc import VHMC
 SAMPLERS = {"hmc": HMC, "rns-hmc": RNSHMC, "arns-hmc": ARNSHMC, "nnghmc": NNGHMC,
             "vhmc": VHMC}
 
-__all__ = ["HMC", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "SAMPLERS"]
+__all__ = ["Sampler", "HMC", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "SAMPLERS", "check_int",
+           "check_positive"]
