@@ -35,6 +35,8 @@ import numpy as np
 from scipy import fft as _fft
 from scipy import special as _special
 
+from fastsurrogate.core._checks import real_array
+
 __all__ = [
     "autocorrelation",
     "ess_geyer",
@@ -59,23 +61,6 @@ _BLOM_OFFSET = 3.0 / 8.0
 # input validation
 # ----------------------------------------------------------------------------
 
-def _as_float_array(x, name):
-    """``x`` as a float64 array; TypeError if it is not real numbers."""
-    try:
-        arr = np.asarray(x)
-    except Exception as exc:  # ragged lists and the like
-        raise TypeError(f"{name} must be an array of real numbers: {exc}") from None
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
-    ):
-        raise TypeError(
-            f"{name} must be an array of real numbers, got dtype {arr.dtype}"
-        )
-    if np.issubdtype(arr.dtype, np.complexfloating):
-        raise TypeError(f"{name} must be real, got complex dtype {arr.dtype}")
-    return arr.astype(np.float64, copy=False)
-
-
 def _check_finite(arr, name):
     if not np.all(np.isfinite(arr)):
         n_bad = int(np.count_nonzero(~np.isfinite(arr)))
@@ -91,7 +76,7 @@ def _as_draws(x, name="x", min_draws=_MIN_DRAWS):
     Returns the 3-D float64 array and whether the caller should return a
     scalar (input was 1-D or 2-D).
     """
-    arr = _as_float_array(x, name)
+    arr = real_array(name, x, copy=False, allow_nonfinite=True)
     if arr.ndim == 1:
         arr = arr[None, :, None]
         scalar = True
@@ -344,7 +329,7 @@ def autocorrelation(x):
     >>> rho.shape, float(rho[0])
     ((4,), 1.0)
     """
-    arr = _as_float_array(x, "x")
+    arr = real_array("x", x, copy=False, allow_nonfinite=True)
     if arr.ndim != 1:
         raise ValueError(
             f"x must be one chain of shape (draws,), got shape {arr.shape}"
@@ -671,7 +656,7 @@ def summary(draws, names=None):
     >>> table["ess_bulk"].shape, table.names
     ((2,), ['a', 'b'])
     """
-    arr = _as_float_array(draws, "draws")
+    arr = real_array("draws", draws, copy=False, allow_nonfinite=True)
     if arr.ndim != 3:
         raise ValueError(
             f"draws must have shape (chains, draws, dim), got shape {arr.shape}; "
@@ -708,7 +693,7 @@ def summary(draws, names=None):
 # ----------------------------------------------------------------------------
 
 def _pooled_draws(draws, name="draws"):
-    arr = _as_float_array(draws, name)
+    arr = real_array(name, draws, copy=False, allow_nonfinite=True)
     if arr.ndim == 3:
         arr = arr.reshape(-1, arr.shape[2])
     elif arr.ndim != 2:
@@ -748,12 +733,7 @@ def relative_error_mean(draws, truth_mean):
     arr = _pooled_draws(draws)
     if arr.shape[0] < 1:
         raise ValueError("draws needs at least 1 draw")
-    truth = _as_float_array(truth_mean, "truth_mean")
-    if truth.shape != (arr.shape[1],):
-        raise ValueError(
-            f"truth_mean must have shape ({arr.shape[1]},), got {truth.shape}"
-        )
-    _check_finite(truth, "truth_mean")
+    truth = real_array("truth_mean", truth_mean, shape=(arr.shape[1],), copy=False)
     denom = np.abs(truth).sum()
     if denom == 0.0:
         raise ValueError("truth_mean is all zeros; REM is undefined")
@@ -790,10 +770,7 @@ def relative_error_cov(draws, truth_cov):
             f"draws needs at least 2 draws for a covariance, got {arr.shape[0]}"
         )
     d = arr.shape[1]
-    truth = _as_float_array(truth_cov, "truth_cov")
-    if truth.shape != (d, d):
-        raise ValueError(f"truth_cov must have shape ({d}, {d}), got {truth.shape}")
-    _check_finite(truth, "truth_cov")
+    truth = real_array("truth_cov", truth_cov, shape=(d, d), copy=False)
     denom = np.abs(truth).sum()
     if denom == 0.0:
         raise ValueError("truth_cov is all zeros; REC is undefined")
@@ -827,8 +804,8 @@ def amari_distance(A, B):
     >>> amari_distance([[0.0, 2.0], [3.0, 0.0]], np.eye(2))
     0.0
     """
-    a = _as_float_array(A, "A")
-    b = _as_float_array(B, "B")
+    a = real_array("A", A, copy=False, allow_nonfinite=True)
+    b = real_array("B", B, copy=False, allow_nonfinite=True)
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         raise ValueError(f"A must be a square matrix, got shape {a.shape}")
     if b.shape != a.shape:

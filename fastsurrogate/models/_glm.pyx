@@ -18,6 +18,7 @@ cimport numpy as cnp
 from fastsurrogate.core._common cimport FS_OK
 from fastsurrogate.core._potential cimport Potential
 from fastsurrogate.core._potential import raise_for_status
+from fastsurrogate.core._checks import real_array
 
 cnp.import_array()
 
@@ -26,19 +27,6 @@ __all__ = ["GeneralizedLinearModel", "LogisticRegression", "ProbitRegression",
 
 
 # ---- validation (all of it happens before any C runs) ----------------------
-
-cdef object _float_array(obj, str name):
-    """obj as a float64 ndarray (no copy when it already is one)."""
-    if isinstance(obj, np.ndarray) and obj.dtype == np.float64:
-        return obj
-    if np.iscomplexobj(obj):
-        raise TypeError(f"{name} must be real numbers, got a complex array")
-    try:
-        arr = np.asarray(obj, dtype=np.float64)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"{name} must be an array of real numbers ({e})") from None
-    return arr
-
 
 cdef int _check_n_threads(n_threads) except -1:
     if isinstance(n_threads, (bool, np.bool_)) or not isinstance(n_threads, numbers.Integral):
@@ -52,16 +40,16 @@ cdef int _check_n_threads(n_threads) except -1:
 
 cdef object _per_coefficient(value, Py_ssize_t d, str name):
     """A scalar or a length-d array, as a contiguous float64 array of length d."""
-    arr = _float_array(value, name)
+    arr = real_array(name, value, copy=False, allow_nonfinite=True)
     if arr.ndim == 0:
         return np.full(d, float(arr), dtype=np.float64)
     if arr.ndim != 1 or arr.shape[0] != d:
         raise ValueError(f"{name} must be a scalar or have shape ({d},), got shape {arr.shape}")
-    return np.ascontiguousarray(arr, dtype=np.float64)
+    return arr
 
 
 cdef tuple _validate(X, y, prior_sd, prior_mean, str labels):
-    Xa = _float_array(X, "X")
+    Xa = real_array("X", X, copy=False)
     if Xa.ndim != 2:
         raise ValueError(f"X must be 2-D (n_obs, dim), got {Xa.ndim}-D with shape {Xa.shape}")
     cdef Py_ssize_t n = Xa.shape[0], d = Xa.shape[1]
@@ -69,20 +57,12 @@ cdef tuple _validate(X, y, prior_sd, prior_mean, str labels):
         raise ValueError(f"X must have at least one row and one column, got shape {Xa.shape}")
     if d > 2147483647:
         raise ValueError(f"X has {d} columns; at most 2**31 - 1 are supported")
-    Xa = np.ascontiguousarray(Xa)
-    if not np.isfinite(Xa).all():
-        bad = np.argwhere(~np.isfinite(Xa))[0]
-        raise ValueError(f"X must be finite; X[{bad[0]}, {bad[1]}] = {Xa[bad[0], bad[1]]}")
 
-    ya = _float_array(y, "y")
+    ya = real_array("y", y, copy=False)
     if ya.ndim != 1:
         raise ValueError(f"y must be 1-D (n_obs,), got shape {ya.shape}")
     if ya.shape[0] != n:
         raise ValueError(f"y has {ya.shape[0]} entries but X has {n} rows")
-    ya = np.ascontiguousarray(ya)
-    if not np.isfinite(ya).all():
-        i = int(np.argmax(~np.isfinite(ya)))
-        raise ValueError(f"y must be finite; y[{i}] = {ya[i]}")
     if labels == "binary":
         ok = (ya == 0.0) | (ya == 1.0)
         if not ok.all():
@@ -255,9 +235,7 @@ cdef class GeneralizedLinearModel(Potential):
         """
         self._require_ready()
         cdef Py_ssize_t d = self.pot.dim
-        ba = np.ascontiguousarray(_float_array(beta, "beta"))
-        if ba.ndim != 1 or ba.shape[0] != d:
-            raise ValueError(f"beta must have shape ({d},), got {np.shape(beta)}")
+        ba = real_array("beta", beta, shape=(d,), copy=False, allow_nonfinite=True)
         cdef size_t fisher_doubles = 0
         cdef int status = fs_glm_workspace_size(self.model.n, self.model.d, NULL,
                                                 &fisher_doubles)
@@ -441,7 +419,7 @@ def _read_floor(X, n_threads=1, repeat=1):
     _check_n_threads(n_threads)
     if not isinstance(repeat, numbers.Integral) or isinstance(repeat, bool) or repeat < 1:
         raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
-    cdef cnp.ndarray Xc = np.ascontiguousarray(_float_array(X, "X"))
+    cdef cnp.ndarray Xc = real_array("X", X, copy=False, allow_nonfinite=True)
     cdef size_t n = <size_t>Xc.size
     cdef const double *p = <const double *>cnp.PyArray_DATA(Xc)
     cdef int nt = <int>n_threads
@@ -460,7 +438,7 @@ def _read_floor(X, n_threads=1, repeat=1):
 
 def _log_ndtr(z):
     """log Phi(z) elementwise, by the kernel's own routine (test hook)."""
-    za = np.ascontiguousarray(_float_array(z, "z"))
+    za = real_array("z", z, copy=False, allow_nonfinite=True)
     out = np.empty_like(za)
     cdef double[::1] zf = za.reshape(-1)
     cdef double[::1] of = out.reshape(-1)
@@ -473,7 +451,7 @@ def _log_ndtr(z):
 
 def _inv_mills(z):
     """phi(z) / Phi(z) elementwise, by the kernel's own routine (test hook)."""
-    za = np.ascontiguousarray(_float_array(z, "z"))
+    za = real_array("z", z, copy=False, allow_nonfinite=True)
     out = np.empty_like(za)
     cdef double[::1] zf = za.reshape(-1)
     cdef double[::1] of = out.reshape(-1)

@@ -12,6 +12,7 @@ from libc.stdint cimport int64_t
 from fastsurrogate.core._potential cimport Potential
 from fastsurrogate.core._potential import raise_for_status
 from fastsurrogate.core._common cimport fs_potential, fs_pool, fs_blas, FS_OK
+from fastsurrogate.core._checks import real_array
 from fastsurrogate.core._blas cimport blas_table
 
 cnp.import_array()
@@ -54,11 +55,6 @@ cdef extern from "fs_gpreg.h" nogil:
     int fs_gpreg_eval(void *state, const double *q, double *value, double *grad)
 
 
-def _finite(name, a):
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} contains NaN or inf")
-
-
 cdef class Gaussian(Potential):
     """Multivariate normal target N(mean, cov): U(q) = 0.5 (q-m)^T cov^{-1} (q-m).
 
@@ -82,13 +78,11 @@ cdef class Gaussian(Potential):
     cdef readonly cnp.ndarray precision
 
     def __init__(self, mean, cov):
-        mean = np.array(mean, dtype=np.float64, copy=True).ravel()
-        cov = np.array(cov, dtype=np.float64, copy=True)
+        mean = real_array("mean", mean).ravel()
+        cov = real_array("cov", cov)
         d = mean.shape[0]
         if d < 1:
             raise ValueError("mean must have at least one element")
-        _finite("mean", mean)
-        _finite("cov", cov)
         if cov.shape == (d,):
             if np.any(cov <= 0):
                 raise ValueError("a diagonal cov must be positive")
@@ -167,10 +161,9 @@ cdef class Banana(Potential):
             if int(n) < 1:
                 raise ValueError("n must be positive")
             y = 1.0 + sigma_y * np.random.default_rng(seed).standard_normal(int(n))
-        y = np.array(y, dtype=np.float64).ravel()
+        y = real_array("y", y).ravel()
         if y.size < 1:
             raise ValueError("y must have at least one observation")
-        _finite("y", y)
         self.y = y
         self.st.n = y.size
         self.st.sum_y = y.sum()
@@ -187,16 +180,6 @@ cdef class Banana(Potential):
 
 
 # ---- validation helpers ------------------------------------------------------
-
-def _real_array(obj, name):
-    """obj as a float64 ndarray; TypeError for non-numeric or complex input."""
-    if np.iscomplexobj(obj):
-        raise TypeError(f"{name} must be real numbers, got a complex array")
-    try:
-        return np.asarray(obj, dtype=np.float64)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"{name} must be an array of real numbers ({e})") from None
-
 
 def _real_scalar(obj, name, positive=False):
     if isinstance(obj, (bool, np.bool_)) or not isinstance(obj, numbers.Real):
@@ -216,12 +199,11 @@ def _order(obj, name, minimum):
 
 
 def _per_param(value, d, name, positive):
-    arr = _real_array(value, name)
+    arr = real_array(name, value, copy=False, allow_nonfinite=True)
     if arr.ndim == 0:
         arr = np.full(d, float(arr))
     if arr.shape != (d,):
         raise ValueError(f"{name} must be a scalar or have shape ({d},), got shape {arr.shape}")
-    arr = np.ascontiguousarray(arr, dtype=np.float64)
     bad = ~np.isfinite(arr) | ((arr <= 0.0) if positive else False)
     if bad.any():
         j = int(np.argmax(bad))
@@ -231,7 +213,7 @@ def _per_param(value, d, name, positive):
 
 
 def _counts(obj, name):
-    arr = _real_array(obj, name)
+    arr = real_array(name, obj, copy=False, allow_nonfinite=True)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {arr.shape}")
     bad = ~np.isfinite(arr) | (arr < 0) | (arr != np.floor(arr)) | (arr > 2.0 ** 53)
@@ -437,14 +419,11 @@ cdef class Garch(Potential):
     def __init__(self, y, m=2, r=1, h0=None, log_alpha0_mean=0.0, log_alpha0_sd=5.0):
         if self._ready:
             raise TypeError("Garch is already initialised")
-        ya = _real_array(y, "y")
+        ya = real_array("y", y, copy=False)
         if ya.ndim != 1:
             raise ValueError(f"y must be 1-D (T,), got shape {ya.shape}")
         if ya.shape[0] < 1 or ya.shape[0] > 2147483647:
             raise ValueError(f"y must have between 1 and 2**31 - 1 entries, got {ya.shape[0]}")
-        if not np.isfinite(ya).all():
-            i = int(np.argmax(~np.isfinite(ya)))
-            raise ValueError(f"y must be finite; y[{i}] = {ya[i]}")
         m = _order(m, "m", 0)
         r = _order(r, "r", 0)
         if m + r < 1:
@@ -582,7 +561,7 @@ cdef class GPRegression(Potential):
     def __init__(self, X, y, signal_variance=1.0, prior_mean=0.0, prior_sd=3.0):
         if self._ready:
             raise TypeError("GPRegression is already initialised")
-        Xa = _real_array(X, "X")
+        Xa = real_array("X", X, copy=False)
         if Xa.ndim != 2:
             raise ValueError(f"X must be 2-D (n, d), got shape {Xa.shape}")
         n, d = Xa.shape
@@ -590,15 +569,7 @@ cdef class GPRegression(Potential):
             raise ValueError(f"X must have at least one row and one column, got shape {Xa.shape}")
         if n > 46340 or d > 2147483647:
             raise ValueError(f"X has too many rows for a dense GP (n = {n})")
-        if not np.isfinite(Xa).all():
-            bad = np.argwhere(~np.isfinite(Xa))[0]
-            raise ValueError(f"X must be finite; X[{bad[0]}, {bad[1]}] = {Xa[bad[0], bad[1]]}")
-        ya = _real_array(y, "y")
-        if ya.ndim != 1 or ya.shape[0] != n:
-            raise ValueError(f"y must have shape ({n},) to match X, got {ya.shape}")
-        if not np.isfinite(ya).all():
-            i = int(np.argmax(~np.isfinite(ya)))
-            raise ValueError(f"y must be finite; y[{i}] = {ya[i]}")
+        ya = real_array("y", y, shape=(n,), copy=False)
         cdef int sample_sf2 = 1 if signal_variance is None else 0
         cdef double sf2 = 1.0
         if not sample_sf2:

@@ -40,6 +40,8 @@ from scipy.linalg.lapack import dpotrf, dtrtri, dtrtrs
 from scipy.signal import lfilter
 from scipy.special import expit, logit
 
+from ..core._checks import real_array
+
 __all__ = [
     "find_data_dir", "load_data", "load_reference", "as_potential",
     "SBLRC_BLR", "EightSchoolsNoncentered", "Garch11", "ArK", "GPRegr",
@@ -145,14 +147,11 @@ def _expit(x):
 
 
 def _as_q(q, dim):
-    q = np.asarray(q, dtype=np.float64)
-    if q.shape != (dim,):
-        raise ValueError(f"q must have shape ({dim},), got {q.shape}")
-    return q
+    return real_array("q", q, shape=(dim,), copy=False, allow_nonfinite=True)
 
 
 def _as_batch(q, dim):
-    q = np.asarray(q, dtype=np.float64)
+    q = real_array("q", q, copy=False, allow_nonfinite=True)
     if q.shape[-1:] != (dim,):
         raise ValueError(f"q must have shape (..., {dim}), got {q.shape}")
     return q

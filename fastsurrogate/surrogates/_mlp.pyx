@@ -31,7 +31,7 @@ from fastsurrogate.core._common cimport FS_OK, FS_EUNDEFINED as _FS_EUNDEFINED
 from fastsurrogate.core._blas cimport blas_table
 from fastsurrogate.core._potential cimport Potential
 from fastsurrogate.core._potential import raise_for_status
-from fastsurrogate.core._checks import real_array as _real_array, activation_code
+from fastsurrogate.core._checks import real_array, activation_code
 
 cnp.import_array()
 
@@ -113,7 +113,7 @@ def _per_block(n_hidden, B):
 def _optional_vec(name, a, n, positive=False):
     if a is None:
         return None
-    arr = _real_array(name, a, 1)
+    arr = real_array(name, a, 1)
     if arr.shape != (n,):
         raise ValueError(f"{name} must have shape ({n},), got {arr.shape}")
     if positive:
@@ -196,21 +196,21 @@ cdef class GradientNetwork(Potential):
         if self.net.pool.mem != NULL:
             raise TypeError("GradientNetwork is already initialised")
         name, code = _activation_code(activation)
-        W1 = _real_array("W1", W1, 2)
+        W1 = real_array("W1", W1, 2)
         H, dim = W1.shape
         if H < 1 or dim < 1:
             raise ValueError(f"W1 must have shape (n_hidden, dim) with both >= 1, got {W1.shape}")
         if H > 2**28 or dim > 2**28:
             raise ValueError(f"W1 is too large: {W1.shape}")
-        b1 = _real_array("b1", b1, 1)
+        b1 = real_array("b1", b1, 1)
         if b1.shape != (H,):
             raise ValueError(f"b1 must have shape ({H},) to match W1, got {b1.shape}")
         if W2 is None:
             raise TypeError("W2 must be an array or a sequence of arrays, got None")
         if isinstance(W2, (list, tuple)) and len(W2) > 0 and all(np.ndim(w) == 2 for w in W2):
-            blocks = [_real_array(f"W2[{b}]", w, 2) for b, w in enumerate(W2)]
+            blocks = [real_array(f"W2[{b}]", w, 2) for b, w in enumerate(W2)]
         else:
-            blocks = [_real_array("W2", W2, 2)]
+            blocks = [real_array("W2", W2, 2)]
         for b, w in enumerate(blocks):
             if w.shape[0] < 1 or w.shape[1] < 1:
                 raise ValueError(f"W2 block {b} must have shape (m_b, h_b) with both >= 1, got {w.shape}")
@@ -221,7 +221,7 @@ cdef class GradientNetwork(Potential):
         if msum != dim:
             raise ValueError(f"the W2 blocks have {msum} output rows in all; a gradient network "
                              f"needs one output per input (dim = {dim})")
-        b2 = _real_array("b2", b2, 1)
+        b2 = real_array("b2", b2, 1)
         if b2.shape != (dim,):
             raise ValueError(f"b2 must have shape ({dim},), got {b2.shape}")
         shift = _optional_vec("shift", shift, dim)
@@ -330,7 +330,7 @@ cdef class GradientNetwork(Potential):
 
         Not safe while another thread evaluates this network."""
         self._check_init()
-        t = _real_array("theta", theta, 1)
+        t = real_array("theta", theta, 1)
         if t.shape[0] != self.net.n_params:
             raise ValueError(f"theta must have shape ({self.net.n_params},), got {t.shape}")
         self.check_status(fs_mlp_set_params(&self.net, _cptr(t)))

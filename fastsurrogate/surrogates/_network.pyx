@@ -20,7 +20,7 @@ cimport numpy as cnp
 from fastsurrogate.core._common cimport FS_OK
 from fastsurrogate.core._potential cimport Potential
 from fastsurrogate.core._potential import raise_for_status
-from fastsurrogate.core._checks import real_array as _real_array, activation_code
+from fastsurrogate.core._checks import real_array, activation_code
 
 cnp.import_array()
 
@@ -92,13 +92,13 @@ cdef class RandomNetwork(Potential):
         if self.net.pool.mem != NULL:
             raise TypeError("RandomNetwork is already initialised")
         name, code = _activation_code(activation)
-        W = _real_array("W", W, 2)
+        W = real_array("W", W, 2)
         n_hidden, dim = W.shape
         if n_hidden < 1 or dim < 1:
             raise ValueError(f"W must have shape (n_hidden, dim) with both >= 1, got {W.shape}")
         if n_hidden > 2**31 - 1 or dim > 2**31 - 1:
             raise ValueError("W is too large")
-        v = _real_array("v", v, 1)
+        v = real_array("v", v, 1)
         if v.shape != (n_hidden,):
             raise ValueError(f"v must have shape ({n_hidden},) to match W, got {v.shape}")
         if code == FS_NETWORK_RBF:
@@ -106,7 +106,7 @@ cdef class RandomNetwork(Potential):
                 raise ValueError("RBF nodes have no bias; pass bias=None")
             if width is None:
                 raise ValueError("RBF nodes need width (a positive float or shape (n_hidden,))")
-            width = _real_array("width", width)
+            width = real_array("width", width)
             if width.ndim == 0:
                 width = np.full(n_hidden, float(width))
             if width.shape != (n_hidden,):
@@ -116,16 +116,16 @@ cdef class RandomNetwork(Potential):
         else:
             if width is not None:
                 raise ValueError(f"width applies to RBF nodes only, not {name}")
-            bias = np.zeros(n_hidden) if bias is None else _real_array("bias", bias, 1)
+            bias = np.zeros(n_hidden) if bias is None else real_array("bias", bias, 1)
             if bias.shape != (n_hidden,):
                 raise ValueError(f"bias must have shape ({n_hidden},) to match W, got {bias.shape}")
         if shift is not None:
-            shift = _real_array("shift", shift, 1)
+            shift = real_array("shift", shift, 1)
             if shift.shape != (dim,):
                 raise ValueError(f"shift must have shape ({dim},), got {shift.shape}")
         inv_scale = None
         if scale is not None:
-            scale = _real_array("scale", scale, 1)
+            scale = real_array("scale", scale, 1)
             if scale.shape != (dim,):
                 raise ValueError(f"scale must have shape ({dim},), got {scale.shape}")
             if np.any(scale <= 0):
@@ -196,7 +196,7 @@ cdef class RandomNetwork(Potential):
         if centres is None:
             C = rng.standard_normal((n_hidden, dim))
         else:
-            C = _real_array("centres", centres, 2)
+            C = real_array("centres", centres, 2)
             if C.shape[1] != dim:
                 raise ValueError(f"centres must have {dim} columns, got shape {C.shape}")
             if C.shape[0] < n_hidden:
@@ -204,9 +204,9 @@ cdef class RandomNetwork(Potential):
             if C.shape[0] > n_hidden:
                 C = C[np.sort(rng.choice(C.shape[0], n_hidden, replace=False))]
             if shift is not None:
-                C = C - _real_array("shift", shift, 1)
+                C = C - real_array("shift", shift, 1)
             if scale is not None:
-                C = C / _real_array("scale", scale, 1)
+                C = C / real_array("scale", scale, 1)
         width = np.full(n_hidden, rbf_scale * np.sqrt(dim))
         return cls(C, None, v, 0.0, name, width, shift, scale)
 
@@ -253,7 +253,7 @@ cdef class RandomNetwork(Potential):
 
     @output_weights.setter
     def output_weights(self, value):
-        arr = _real_array("output_weights", value, 1)
+        arr = real_array("output_weights", value, 1)
         if arr.shape != (self.net.n_hidden,):
             raise ValueError(f"output_weights must have shape ({self.net.n_hidden},), got {arr.shape}")
         np.copyto(self._v, arr)

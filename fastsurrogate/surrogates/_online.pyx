@@ -22,35 +22,17 @@ from libc.math cimport isfinite
 
 from fastsurrogate.core._blas cimport blas_table
 from fastsurrogate.core._potential import raise_for_status
+from fastsurrogate.core._checks import real_array
 
 cnp.import_array()
 
 
 # ---- validation helpers ------------------------------------------------------
 
-cdef int _count_nonfinite(const double *x, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    cdef int bad = 0
-    for i in range(n):
-        if not isfinite(x[i]):
-            bad = 1
-            break
-    return bad
-
-
 cdef object _as_float_array(x, str name, tuple shape):
-    """C-contiguous float64 copy/view of x with the given shape (None = any
-    length on that axis), every entry finite; ValueError/TypeError otherwise."""
-    try:
-        arr = np.ascontiguousarray(x, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be an array of real numbers, got {type(x).__name__}") from exc
-    want = "(" + ", ".join("n" if k is None else str(k) for k in shape) + ("," if len(shape) == 1 else "") + ")"
-    if arr.ndim != len(shape) or any(k is not None and k != m for k, m in zip(shape, arr.shape)):
-        raise ValueError(f"{name} must have shape {want}, got {np.shape(x)}")
-    if arr.size and _count_nonfinite(<const double *>cnp.PyArray_DATA(arr), arr.size):
-        raise ValueError(f"{name} contains non-finite values (nan or inf)")
-    return arr
+    """real_array with this module's argument order: C-contiguous float64,
+    shape as given (None = any length on that axis), every entry finite."""
+    return real_array(name, x, shape=shape, copy=False)
 
 
 cdef double _as_finite_scalar(x, str name) except? -1.0:

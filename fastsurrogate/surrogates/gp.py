@@ -47,6 +47,7 @@ import scipy.linalg as sla
 from scipy.linalg import lapack
 from scipy.optimize import minimize
 
+from ..core._checks import real_array
 from ._network import RandomNetwork
 
 __all__ = ["GPSurrogate", "fit_gp", "fit_fitc", "gp_potential",
@@ -409,8 +410,8 @@ class GPSurrogate:
 # --------------------------------------------------------------------------
 
 def _check_data(Q, u):
-    Q = np.asarray(Q, dtype=np.float64)
-    u = np.asarray(u, dtype=np.float64)
+    Q = real_array("Q", Q, copy=False, allow_nonfinite=True)
+    u = real_array("u", u, copy=False, allow_nonfinite=True)
     if Q.ndim != 2:
         raise ValueError(f"Q must be a 2-D array (N, dim); got shape {Q.shape}")
     if u.ndim != 1 or u.shape[0] != Q.shape[0]:
@@ -421,7 +422,7 @@ def _check_data(Q, u):
         raise ValueError("Q must have at least one column")
     if not (np.all(np.isfinite(Q)) and np.all(np.isfinite(u))):
         raise ValueError("training data Q, u contain NaN or inf")
-    return np.ascontiguousarray(Q), np.ascontiguousarray(u)
+    return Q, u
 
 
 def _check_options(jitter, max_iter):

@@ -61,24 +61,13 @@ import numpy as np
 from scipy.optimize import minimize
 
 from ..core import _blas_threads
+from ..core._checks import real_array
 from ._mlp import GradientNetwork, split_blocks
 
 __all__ = ["fit_gradient_network", "affine_start_network", "GradientNetwork"]
 
 
 # ---- helpers -----------------------------------------------------------------------
-
-def _as_data(name, a):
-    arr = np.asarray(a)
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
-    arr = np.ascontiguousarray(arr, dtype=np.float64)
-    if arr.ndim != 2:
-        raise ValueError(f"{name} must be 2-dimensional (n, dim), got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or inf")
-    return arr
-
 
 def _moments(A):
     """Column means and sds (an sd that is 0 or tiny relative to the mean becomes 1)."""
@@ -250,8 +239,8 @@ def fit_gradient_network(Q, G, n_hidden=100, blocks=1, activation="softplus", ho
     True
     """
     t0 = time.perf_counter()
-    Q = _as_data("Q", Q)
-    G = _as_data("G", G)
+    Q = real_array("Q", Q, ndim=2, copy=False)
+    G = real_array("G", G, ndim=2, copy=False)
     if Q.shape != G.shape:
         raise ValueError(f"Q and G must have the same shape (n, dim); got {Q.shape} and {G.shape}")
     N, dim = Q.shape
