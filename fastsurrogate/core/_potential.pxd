@@ -1,4 +1,5 @@
-# The Cython face of the fs_potential contract (csrc/fs_potential.h).
+# The Cython face of the fs_potential contract (csrc/fs_potential.h), and the
+# declarations of csrc/fs_compose.h used by _potential.pyx.
 #
 # Other packages can `from fastsurrogate.core._potential cimport Potential` and call
 # `pot.pot.eval(pot.pot.state, q, &value, grad)` with no Python in the loop
@@ -17,3 +18,27 @@ cdef class Potential:
 
     cdef int check_status(self, int status) except -1
     cdef object _as_q(self, q)
+
+
+# csrc/fs_compose.h: the weighted sum of potentials and the recording
+# wrapper (WeightedSum and RecordingPotential in _potential.pyx).
+cdef extern from "fs_compose.h" nogil:
+    ctypedef struct fs_weighted_sum:
+        int dim
+        int n_terms
+    int fs_weighted_sum_init(fs_weighted_sum *st, int dim, int n_terms,
+                             const fs_potential *terms, const double *weights)
+    void fs_weighted_sum_free(fs_weighted_sum *st)
+    int fs_weighted_sum_eval(void *state, const double *q, double *value, double *grad)
+
+    ctypedef struct fs_recorder:
+        fs_potential inner
+        long capacity
+        long count
+        long seen
+        long every
+        int active
+        double *q_buf
+        double *g_buf
+        double *u_buf
+    int fs_recorder_eval(void *state, const double *q, double *value, double *grad)

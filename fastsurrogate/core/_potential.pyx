@@ -301,28 +301,6 @@ cdef class CallbackPotential(Potential):
             return FS_ECALLBACK
 
 
-cdef extern from "fs_compose.h" nogil:
-    ctypedef struct fs_weighted_sum:
-        int dim
-        int n_terms
-    int fs_weighted_sum_init(fs_weighted_sum *st, int dim, int n_terms,
-                             const fs_potential *terms, const double *weights)
-    void fs_weighted_sum_free(fs_weighted_sum *st)
-    int fs_weighted_sum_eval(void *state, const double *q, double *value, double *grad)
-
-    ctypedef struct fs_recorder:
-        fs_potential inner
-        long capacity
-        long count
-        long seen
-        long every
-        int active
-        double *q_buf
-        double *g_buf
-        double *u_buf
-    int fs_recorder_eval(void *state, const double *q, double *value, double *grad)
-
-
 cdef class WeightedSum(Potential):
     """U(q) = sum_k w_k U_k(q): a weighted sum of potentials, evaluated in C.
 
