@@ -1034,14 +1034,15 @@ int fs_glm_fisher(const fs_glm *m, const double *beta, double *FS_RESTRICT F,
 #define FS__FLOOR_BLOCK 65536
 #define FS__FLOOR_MAX_BLOCKS 4096
 
-/* Four partial sums of 8 lanes (32 doubles per step): with fewer, the sum
+/* The read-floor sum of one block of X (fs_read_floor): four partial sums
+ * of 8 lanes (32 doubles per step): with fewer, the sum
  * is bound by the latency of the additions rather than by the bandwidth of
  * cache or memory, and on AVX-512 a read by 32-byte loads streams a 40 MB
  * X from memory ~25 % slower than one by 64-byte loads (Zen 5, 1 thread).
  * fs__v8 (fs_vmath.h) is one register with AVX-512, two or four elsewhere. */
 
 FS_CLONES
-static double fs__sum_block(const double *FS_RESTRICT x, size_t len)
+static double fs__read_floor_block(const double *FS_RESTRICT x, size_t len)
 {
     double s;
     size_t j = 0;
@@ -1088,14 +1089,14 @@ int fs_read_floor(const double *X, size_t n, int n_threads, double *FS_RESTRICT 
 #pragma omp parallel for schedule(static) num_threads(nt)
         for (b = 0; b < nb; b++) {
             const size_t i0 = (size_t)b * blk, i1 = i0 + blk < n ? i0 + blk : n;
-            part[b] = fs__sum_block(X + i0, i1 - i0);
+            part[b] = fs__read_floor_block(X + i0, i1 - i0);
         }
     } else
 #endif
     {
         for (b = 0; b < nb; b++) {
             const size_t i0 = (size_t)b * blk, i1 = i0 + blk < n ? i0 + blk : n;
-            part[b] = fs__sum_block(X + i0, i1 - i0);
+            part[b] = fs__read_floor_block(X + i0, i1 - i0);
         }
     }
     (void)nt;

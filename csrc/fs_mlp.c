@@ -60,9 +60,10 @@ static int fs__round4(int n) { return (n + 3) & ~3; }
 #include "fs_vmath.h"
 
 #ifdef FS__VEC
-/* a = act(t), da = act'(t) on four lanes (either output may be NULL; callers
- * pass literal NULLs, so the unused half is compiled away). */
-FS__INLINE void fs__act_v(int act, fs__v4 t, fs__v4 *a, fs__v4 *da)
+/* Gradient-MLP activation: a = act(t), da = act'(t) on four lanes (either
+ * output may be NULL; callers pass literal NULLs, so the unused half is
+ * compiled away). */
+FS__INLINE void fs__mlp_act4(int act, fs__v4 t, fs__v4 *a, fs__v4 *da)
 {
     const fs__v4 zero = fs__set1(0.0);
     const fs__v4i nan = t != t;
@@ -96,8 +97,9 @@ FS__INLINE void fs__act_v(int act, fs__v4 t, fs__v4 *a, fs__v4 *da)
 }
 #endif /* FS__VEC */
 
-/* Scalar forms (libm), for compilers without vector extensions. */
-FS__INLINE void fs__act_s(int act, double t, double *a, double *da)
+/* fs__mlp_act4 on one lane (libm), for compilers without vector
+ * extensions. */
+FS__INLINE void fs__mlp_act1(int act, double t, double *a, double *da)
 {
     if (t != t) {
         if (a) *a = t;
@@ -131,20 +133,20 @@ static void fs__act_array(int act, size_t n, const double *t, double *a, double 
     if (a && da) {
         for (; i + 4 <= n; i += 4) {
             fs__v4 y, dy;
-            fs__act_v(act, fs__ld(t + i), &y, &dy);
+            fs__mlp_act4(act, fs__ld(t + i), &y, &dy);
             fs__st(a + i, y);
             fs__st(da + i, dy);
         }
     } else if (a) {
         for (; i + 4 <= n; i += 4) {
             fs__v4 y;
-            fs__act_v(act, fs__ld(t + i), &y, NULL);
+            fs__mlp_act4(act, fs__ld(t + i), &y, NULL);
             fs__st(a + i, y);
         }
     } else if (da) {
         for (; i + 4 <= n; i += 4) {
             fs__v4 dy;
-            fs__act_v(act, fs__ld(t + i), NULL, &dy);
+            fs__mlp_act4(act, fs__ld(t + i), NULL, &dy);
             fs__st(da + i, dy);
         }
     }
@@ -153,7 +155,7 @@ static void fs__act_array(int act, size_t n, const double *t, double *a, double 
         fs__v4 y, dy;
         size_t l;
         for (l = 0; i + l < n; l++) tb[l] = t[i + l];
-        fs__act_v(act, fs__ld(tb), &y, &dy);
+        fs__mlp_act4(act, fs__ld(tb), &y, &dy);
         fs__st(ya, y);
         fs__st(yd, dy);
         for (l = 0; i + l < n; l++) {
@@ -164,7 +166,7 @@ static void fs__act_array(int act, size_t n, const double *t, double *a, double 
 #else
     for (; i < n; i++) {
         double y, dy;
-        fs__act_s(act, t[i], &y, &dy);
+        fs__mlp_act1(act, t[i], &y, &dy);
         if (a) a[i] = y;
         if (da) da[i] = dy;
     }
@@ -190,11 +192,11 @@ static void fs__forward_kernel(const fs_mlp *net, const double *x,
 #ifdef FS__VEC
     for (i = 0; i < hp; i += 4) {
         fs__v4 y;
-        fs__act_v(net->activation, fs__ld(h + i) + fs__ld(net->b1p + i), &y, NULL);
+        fs__mlp_act4(net->activation, fs__ld(h + i) + fs__ld(net->b1p + i), &y, NULL);
         fs__st(h + i, y);
     }
 #else
-    for (i = 0; i < hp; i++) fs__act_s(net->activation, h[i] + net->b1p[i], h + i, NULL);
+    for (i = 0; i < hp; i++) fs__mlp_act1(net->activation, h[i] + net->b1p[i], h + i, NULL);
 #endif
     for (b = 0; b < net->n_blocks; b++) {
         const int mb = net->block_out[b], o = net->out_off[b];

@@ -67,12 +67,13 @@
 
 #include "fs_vmath.h"   /* exp, expm1, log1p01, 4-wide helpers */
 
-/* Derivatives 0..3 of an additive activation at t (any pointer may be NULL).
+/* Network activation, one lane: derivatives 0..3 of an additive activation
+ * at t (any pointer may be NULL).
  * Written through e = exp(-|t|) (tanh: exp(-2|t|)), r = 1 / (1 + e) and
  * m = expm1(-|t|), so nothing overflows or cancels:
  *   sigmoid(t) = r (t >= 0) or e r;  sigmoid' = e r^2;  1 - 2 sigmoid = +-m r
  *   tanh(|t|) = -m r;  tanh' = 4 e r^2 */
-static inline void fs__act_s(int act, double t, double *f0, double *f1,
+static inline void fs__net_act1(int act, double t, double *f0, double *f1,
                              double *f2, double *f3)
 {
     const double at = fabs(t);
@@ -117,8 +118,8 @@ static inline void fs__act_s(int act, double t, double *f0, double *f1,
 
 #ifdef FS__VEC
 
-/* fs__act_s for four lanes; outputs may be NULL. */
-FS__INLINE void fs__act_v(int act, fs__v4 t, fs__v4 *f0, fs__v4 *f1, fs__v4 *f2,
+/* fs__net_act1 on four lanes; outputs may be NULL. */
+FS__INLINE void fs__net_act4(int act, fs__v4 t, fs__v4 *f0, fs__v4 *f1, fs__v4 *f2,
                           fs__v4 *f3)
 {
     const fs__v4 zero = fs__set1(0.0);
@@ -161,7 +162,7 @@ FS__INLINE void fs__act_v(int act, fs__v4 t, fs__v4 *f0, fs__v4 *f1, fs__v4 *f2,
 }
 
 /* a(t) and a'(t) only (the value and gradient paths), with the same formulas
- * as fs__act_v but no expm1 for softplus and sigmoid; either output may be
+ * as fs__net_act4 but no expm1 for softplus and sigmoid; either output may be
  * NULL (callers pass literal NULLs, so the unused half is compiled away).
  * NaN propagates through the arithmetic. */
 FS__INLINE void fs__f01_v(int act, fs__v4 t, fs__v4 *f0, fs__v4 *f1)
@@ -206,7 +207,7 @@ FS__INLINE void fs__act_block(int act, int nb, const double *t, double *f0,
         const int k = nb - b < 4 ? nb - b : 4;
         int l;
         for (l = 0; l < k; l++) tb[l] = t[b + l];
-        fs__act_v(act, fs__ld(tb), f0 ? &y0 : NULL, f1 ? &y1 : NULL,
+        fs__net_act4(act, fs__ld(tb), f0 ? &y0 : NULL, f1 ? &y1 : NULL,
                   f2 ? &y2 : NULL, f3 ? &y3 : NULL);
         if (f0) fs__st(o[0], y0);
         if (f1) fs__st(o[1], y1);
@@ -221,7 +222,7 @@ FS__INLINE void fs__act_block(int act, int nb, const double *t, double *f0,
     }
 #else
     for (b = 0; b < nb; b++)
-        fs__act_s(act, t[b], f0 ? f0 + b : NULL, f1 ? f1 + b : NULL,
+        fs__net_act1(act, t[b], f0 ? f0 + b : NULL, f1 ? f1 + b : NULL,
                   f2 ? f2 + b : NULL, f3 ? f3 + b : NULL);
 #endif
 }
@@ -285,7 +286,7 @@ FS__INLINE void fs__coef_block(int act, int nb, const double *t, const double *v
             c[b] = v[b] * (a * il2[b]);
         } else {
             double y1;
-            fs__act_s(act, t[b], f0 ? f0 + b : NULL, &y1, NULL, NULL);
+            fs__net_act1(act, t[b], f0 ? f0 + b : NULL, &y1, NULL, NULL);
             c[b] = v[b] * y1;
         }
     }
@@ -311,14 +312,15 @@ FS__INLINE void fs__value_block(int act, int nb, const double *t, const double *
         if (act == FS_NETWORK_RBF)
             f0[b] = fs__exp_s(-0.5 * (t[b] * il2[b]));
         else
-            fs__act_s(act, t[b], f0 + b, NULL, NULL, NULL);
+            fs__net_act1(act, t[b], f0 + b, NULL, NULL, NULL);
     }
 #endif
 }
 
-/* sum_b v[b] f[b], nb a multiple of 4: four partial sums (lane l takes
+/* Network output of one block: the dot product sum_b v[b] f[b] of output
+ * weights and features, nb a multiple of 4: four partial sums (lane l takes
  * b = l mod 4), combined as (s0 + s1) + (s2 + s3). */
-FS__INLINE double fs__sum_block(int nb, const double *v, const double *f)
+FS__INLINE double fs__net_dot_block(int nb, const double *v, const double *f)
 {
     int b;
 #ifdef FS__VEC
@@ -548,7 +550,7 @@ static void fs__value_grad_kernel(const fs_network *net, const double *x,
         } else {
             fs__value_block(act, np, t, il2, f0);
         }
-        if (value) z += fs__sum_block(np, vp, f0);
+        if (value) z += fs__net_dot_block(np, vp, f0);
     }
     if (value) *value = z + net->out_bias;
 }
@@ -1128,7 +1130,7 @@ int fs_network_activation(int activation, int order, size_t n, const double *t,
         if (scalar) {
             size_t b;
             for (b = 0; b < m; b++)
-                fs__act_s(activation, t[i + b], f[0] ? f[0] + b : NULL,
+                fs__net_act1(activation, t[i + b], f[0] ? f[0] + b : NULL,
                           f[1] ? f[1] + b : NULL, f[2] ? f[2] + b : NULL,
                           f[3] ? f[3] + b : NULL);
         } else {
