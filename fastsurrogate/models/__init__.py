@@ -1,4 +1,8 @@
-"""Potentials for the papers' models (each a fastsurrogate.Potential)."""
+"""Potentials for the papers' models (each a fastsurrogate.Potential), compiled.
+
+The posteriordb models (NumPy) are in :mod:`fastsurrogate.models.posteriordb`;
+its ``Garch11`` and ``GPRegr`` are posteriordb's GARCH(1,1) and GP models, not
+the ``Garch`` (GARCH(m, r)) and ``GPRegression`` (Matern 3/2 GP) here."""
 from ._models import Gaussian, StandardNormal, Banana, BetaBinomial, Garch, GPRegression
 from ._glm import LogisticRegression, ProbitRegression, PoissonRegression, LinearRegression
 from ..core._potential import Potential

@@ -312,7 +312,14 @@ def _digamma_diff(double x, long long c):
 # ---- GARCH(m, r) ---------------------------------------------------------------
 
 cdef class Garch(Potential):
-    """GARCH(m, r) with Gaussian innovations (NNgHMC paper, section 4.3).
+    """Compiled GARCH(m, r) of the NNgHMC paper (section 4.3), any m and r.
+
+    Zero-mean returns, Gaussian innovations, (alpha, beta) through a softmax
+    with a flat prior on the stationary region, a log-normal prior on alpha0;
+    in C.  Not posteriordb's ``garch-garch11``
+    (:class:`fastsurrogate.models.posteriordb.Garch11`, NumPy: GARCH(1,1)
+    with a mean mu, Stan's constrained parameters, flat priors and sigma_1
+    given), which is a different model even for m = r = 1.
 
     For t = 1..T::
 
@@ -466,8 +473,16 @@ cdef class Garch(Potential):
 # ---- Gaussian-process regression hyper-parameters --------------------------------
 
 cdef class GPRegression(Potential):
-    """Posterior of Gaussian-process regression hyper-parameters (NNgHMC paper,
-    section 4.4), Matern 3/2 kernel::
+    """Compiled GP-regression hyper-parameter posterior of the NNgHMC paper
+    (section 4.4): Matern 3/2 kernel on inputs of any dimension, log-normal
+    priors, in C.
+
+    Not posteriordb's ``gp_pois_regr-gp_regr``
+    (:class:`fastsurrogate.models.posteriordb.GPRegr`, NumPy: squared-
+    exponential kernel on 11 one-dimensional points with Stan's gamma and
+    half-normal priors), which is a different model.
+
+    Kernel and likelihood::
 
         y ~ N(0, K),  K_ij = sf2 (1 + sqrt(3) r_ij / l) exp(-sqrt(3) r_ij / l) + sn2 [i == j]
 

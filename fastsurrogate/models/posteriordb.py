@@ -20,6 +20,11 @@ posteriordb posterior                   class                 data
 ``gp_pois_regr-gp_regr``                :class:`GPRegr`       ``gp_pois_regr``
 ======================================  ====================  ===============
 
+The GARCH and GP classes here are posteriordb's models, not the compiled
+:class:`fastsurrogate.models.Garch` (GARCH(m, r) of the NNgHMC paper) and
+:class:`fastsurrogate.models.GPRegression` (Matern 3/2 GP hyper-parameters),
+which are different models with different parameters and priors.
+
 Every class has ``dim``, ``param_names`` (unconstrained scale),
 ``value_and_grad(q) -> (U, dU/dq)``, ``value(q)``, ``constrain(q)`` (unconstrained
 ``(..., dim)`` -> dict keyed like the reference draws), ``unconstrain(dict)``
@@ -396,7 +401,13 @@ class EightSchoolsNoncentered(_PosteriorModel):
 # garch-garch11
 
 class Garch11(_PosteriorModel):
-    """``garch-garch11``: GARCH(1,1), T = 200, flat priors.
+    """posteriordb's ``garch-garch11``: GARCH(1,1) with a mean, in NumPy.
+
+    Stan's constrained parameters (mu, alpha0, alpha1, beta1), flat priors,
+    T = 200, sigma_1 given by the data.  Not
+    :class:`fastsurrogate.models.Garch`, the compiled zero-mean GARCH(m, r) of
+    the NNgHMC paper (softmax parameters, log-normal prior on alpha0), which
+    is a different model even for m = r = 1.
 
     sigma_1 = sigma1 (data), sigma_t^2 = alpha0 + alpha1 (y_{t-1} - mu)^2
     + beta1 sigma_{t-1}^2, y_t ~ N(mu, sigma_t^2) for t = 1..T.
@@ -506,7 +517,12 @@ class Garch11(_PosteriorModel):
 # gp_pois_regr-gp_regr
 
 class GPRegr(_PosteriorModel):
-    """``gp_pois_regr-gp_regr``: GP regression hyper-parameters, N = 11.
+    """posteriordb's ``gp_pois_regr-gp_regr``: GP regression hyper-parameters, in NumPy.
+
+    Squared-exponential kernel on N = 11 one-dimensional points, Stan's
+    priors.  Not :class:`fastsurrogate.models.GPRegression`, the compiled
+    Matern 3/2 hyper-parameter posterior of the NNgHMC paper (inputs of any
+    dimension, log-normal priors), which is a different model.
 
     rho ~ Gamma(25, rate 4), alpha ~ half-N(0, 2^2), sigma ~ half-N(0, 1),
     y ~ N(0, K), K_ij = alpha^2 exp(-(x_i - x_j)^2 / (2 rho^2)) + sigma delta_ij
