@@ -14,7 +14,8 @@ import inspect
 import os as _os
 
 try:
-    from .core import Potential, PotentialError, WeightedSum, RecordingPotential
+    from .core import (Potential, PotentialError, TrainingError, WeightedSum,
+                       RecordingPotential)
 except ImportError as _exc:
     _here = _os.path.dirname(_os.path.abspath(__file__))
     if not any(f.startswith("_potential.") and f.endswith((".so", ".pyd"))
@@ -34,8 +35,8 @@ from .diagnostics import approximation
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["Potential", "PotentialError", "WeightedSum", "RecordingPotential", "Result",
-           "HMC", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "sample", "models", "surrogates",
+__all__ = ["Potential", "PotentialError", "TrainingError", "WeightedSum", "RecordingPotential",
+           "Result", "HMC", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "sample", "models", "surrogates",
            "diagnostics", "approximation", "datasets", "get_include"]
 
 

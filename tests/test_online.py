@@ -11,6 +11,7 @@ import threading
 import numpy as np
 import pytest
 
+import fastsurrogate as fs
 from fastsurrogate.surrogates._online import GrevilleTrainer, SMWTrainer
 
 S = 200
@@ -406,6 +407,16 @@ def test_smw_validation():
     with pytest.raises(ValueError, match=r"gs must have shape \(3, 2\)"):
         tr.solve_batch(np.ones((3, 2, 5)), np.ones((2, 2)))
     assert tr.n_seen == 0
+
+
+def test_trainer_failure_is_a_training_error():
+    # A trainer's failure is a TrainingError, still a PotentialError for the
+    # code that catches that.
+    assert issubclass(fs.TrainingError, fs.PotentialError)
+    assert "TrainingError" in fs.__all__
+    tr = GrevilleTrainer(4)
+    with pytest.raises(fs.TrainingError, match="non-finite"):
+        tr.update(np.full(4, 1e200), 1.0)
 
 
 # ---- threads -----------------------------------------------------------------

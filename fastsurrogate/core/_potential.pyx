@@ -24,8 +24,23 @@ class PotentialError(RuntimeError):
         self.status = status
 
 
-def raise_for_status(int status, where=""):
-    """Turn an FS_* status code into the matching Python exception."""
+class TrainingError(PotentialError):
+    """A surrogate's trainer or solver failed (its status code is `.status`).
+
+    Raised by the online trainers (GrevilleTrainer, SMWTrainer) when their
+    set-up, an update, a batch solve or a resync fails (a non-finite value,
+    a factor that lost positive definiteness, ...), not by a potential's
+    evaluation.  A subclass of
+    PotentialError for compatibility: code that catches PotentialError
+    around trainer updates keeps working; catch TrainingError to tell a
+    trainer's failure from a potential's.
+    """
+
+
+def raise_for_status(int status, where="", error=PotentialError):
+    """Turn an FS_* status code into the matching Python exception: MemoryError
+    for FS_ENOMEM, `error` (PotentialError, or TrainingError for a trainer)
+    for any other failure."""
     if status == FS_OK:
         return
     msg = fs_strerror(status).decode()
@@ -33,7 +48,7 @@ def raise_for_status(int status, where=""):
         msg = f"{where}: {msg}"
     if status == FS_ENOMEM:
         raise MemoryError(msg)
-    raise PotentialError(msg, status)
+    raise error(msg, status)
 
 
 cdef class Potential:

@@ -21,7 +21,7 @@ from libc.stdlib cimport malloc, free
 from libc.math cimport isfinite
 
 from fastsurrogate.core._blas cimport blas_table
-from fastsurrogate.core._potential import raise_for_status
+from fastsurrogate.core._potential import raise_for_status, TrainingError
 from fastsurrogate.core._checks import real_array
 
 cnp.import_array()
@@ -132,7 +132,7 @@ cdef class GrevilleTrainer:
         if self.work == NULL:
             raise MemoryError("GrevilleTrainer: cannot allocate the workspace")
         raise_for_status(fs_greville_init(&self.state, blas_table(), s, lam, tl),
-                         "GrevilleTrainer")
+                         "GrevilleTrainer", TrainingError)
         self.state.resync_every = every
 
     def __dealloc__(self):
@@ -165,7 +165,8 @@ cdef class GrevilleTrainer:
             with nogil:
                 status = fs_greville_update(&self.state, hp, yv, self.work)
         if status != 0:
-            raise_for_status(status, f"GrevilleTrainer.update (point {self.state.n_seen})")
+            raise_for_status(status, f"GrevilleTrainer.update (point {self.state.n_seen})",
+                             TrainingError)
 
     def update_many(self, H, y):
         """Absorb the rows of H (n, n_hidden) with targets y (n,), in order."""
@@ -184,7 +185,7 @@ cdef class GrevilleTrainer:
                 status = fs_greville_update_many(&self.state, Hp, yp, n, self.work, &done)
         if status != 0:
             raise_for_status(status, f"GrevilleTrainer.update_many (row {done}; "
-                                     f"rows 0..{done - 1} were absorbed)")
+                                     f"rows 0..{done - 1} were absorbed)", TrainingError)
 
     def resync(self, H, y):
         """Replace the state by the batch solution for all the data so far.
@@ -209,7 +210,8 @@ cdef class GrevilleTrainer:
             with nogil:
                 status = fs_greville_resync(&self.state, Hp, yp, n, wp)
         if status != 0:
-            raise_for_status(status, "GrevilleTrainer.resync (the state is now empty)")
+            raise_for_status(status, "GrevilleTrainer.resync (the state is now empty)",
+                             TrainingError)
 
     def reset(self):
         """Forget every point (n_seen = 0)."""
@@ -330,7 +332,8 @@ cdef class SMWTrainer:
         self.work = <double *>malloc(sizeof(double) * fs_smw_workspace_size(s, d))
         if self.work == NULL:
             raise MemoryError("SMWTrainer: cannot allocate the workspace")
-        raise_for_status(fs_smw_init(&self.state, blas_table(), s, d, lam), "SMWTrainer")
+        raise_for_status(fs_smw_init(&self.state, blas_table(), s, d, lam), "SMWTrainer",
+                         TrainingError)
 
     def __dealloc__(self):
         fs_smw_free(&self.state)
@@ -349,7 +352,8 @@ cdef class SMWTrainer:
             with nogil:
                 status = fs_smw_update(&self.state, Ap, gp, self.work)
         if status != 0:
-            raise_for_status(status, f"SMWTrainer.update (point {self.state.n_seen})")
+            raise_for_status(status, f"SMWTrainer.update (point {self.state.n_seen})",
+                             TrainingError)
 
     def update_many(self, As, gs):
         """Absorb the points As (N, dim, n_hidden), gs (N, dim), in order."""
@@ -368,7 +372,7 @@ cdef class SMWTrainer:
                 status = fs_smw_update_many(&self.state, Ap, gp, N, self.work, &done)
         if status != 0:
             raise_for_status(status, f"SMWTrainer.update_many (point {done}; "
-                                     f"points 0..{done - 1} were absorbed)")
+                                     f"points 0..{done - 1} were absorbed)", TrainingError)
 
     def solve_batch(self, As, gs):
         """Solve (3.19) for the points As (N, dim, n_hidden), gs (N, dim) directly.
@@ -391,7 +395,8 @@ cdef class SMWTrainer:
             with nogil:
                 status = fs_smw_solve_batch(&self.state, Ap, gp, N, wp)
         if status != 0:
-            raise_for_status(status, "SMWTrainer.solve_batch (the state is now empty)")
+            raise_for_status(status, "SMWTrainer.solve_batch (the state is now empty)",
+                             TrainingError)
         return self.weights
 
     def reset(self):
