@@ -1,10 +1,12 @@
 /* fs_common.h: status codes, qualifiers, the random-number and BLAS tables
  * shared by every kernel family of fastsurrogate.
  *
- * Plain C99; no Python.h.  Nothing here owns memory or global state: the
- * random-number source and the BLAS table are structs of function pointers
- * that the caller fills (the Cython layer fills them from NumPy's bit
- * generator and from scipy.linalg.cython_blas / cython_lapack).
+ * Plain C99; no Python.h; no global state.  The random-number source and
+ * the BLAS table are structs of function pointers that the caller fills (the
+ * Cython layer fills them from NumPy's bit generator and from
+ * scipy.linalg.cython_blas / cython_lapack).  The one thing here that owns
+ * memory is the scratch pool (fs_pool): it allocates its buffers in
+ * fs_pool_init and frees them in fs_pool_free.
  */
 #ifndef FS_COMMON_H
 #define FS_COMMON_H
@@ -127,7 +129,7 @@ typedef struct fs_blas {
  * keeps an fs_pool: FS_POOL_SLOTS buffers of `slot_doubles` doubles, each
  * taken and given back with an atomic flag.  When every slot is busy,
  * fs_pool_take allocates a fresh buffer, which fs_pool_give frees.
- * Allocation happens at fs_pool_init, not per evaluation. */
+ * The slots are allocated once, at fs_pool_init, not per evaluation. */
 #define FS_POOL_SLOTS 8
 typedef struct fs_pool {
     size_t slot_doubles;

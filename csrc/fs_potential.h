@@ -15,7 +15,7 @@
  * from several threads at once with different q.
  *
  * This layout is part of the public ABI ("fastsurrogate.potential_v1"
- * capsules point at one): it must match fastsurrogate/_potential.pxd.
+ * capsules point at one): it must match fastsurrogate/core/_common.pxd.
  */
 #ifndef FS_POTENTIAL_H
 #define FS_POTENTIAL_H

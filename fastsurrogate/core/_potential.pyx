@@ -1,4 +1,6 @@
-"""The Potential type: the Python face of the fs_potential contract."""
+"""The Potential type (the Python face of the fs_potential contract), its
+compositions WeightedSum and RecordingPotential (csrc/fs_compose.c), and the
+exceptions FS_* status codes become (PotentialError, TrainingError)."""
 
 cimport cython
 from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer, PyCapsule_IsValid
