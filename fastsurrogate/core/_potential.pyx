@@ -2,15 +2,14 @@
 compositions WeightedSum and RecordingPotential (csrc/fs_compose.c), and the
 exceptions FS_* status codes become (PotentialError, TrainingError)."""
 
-cimport cython
 from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.string cimport memcpy
 
 import numpy as np
 cimport numpy as cnp
 
-from fastsurrogate.core._common cimport (fs_potential, fs_potential_fn, fs_strerror,
-                                    FS_OK, FS_ECALLBACK, FS_ENONFINITE, FS_ENOMEM)
+from fastsurrogate.core._common cimport (fs_potential, fs_strerror,
+                                        FS_OK, FS_ECALLBACK, FS_ENOMEM)
 
 cnp.import_array()
 

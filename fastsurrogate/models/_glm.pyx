@@ -9,7 +9,6 @@ row is in L1), with OpenMP threads, and gives bit-for-bit the same result for
 every thread count.
 """
 
-cimport cython
 import numbers
 
 import numpy as np

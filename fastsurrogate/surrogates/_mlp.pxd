@@ -1,8 +1,6 @@
 # Declarations of csrc/fs_mlp.h (gradient networks, NNgHMC).
 # The struct fields declared here must match the C header.
 
-cimport numpy as cnp
-
 from fastsurrogate.core._common cimport fs_blas, fs_pool
 from fastsurrogate.core._potential cimport Potential
 
