@@ -148,22 +148,27 @@ class ChainContext:
                 return False
         return _Timer()
 
-    def run_span(self, chain, trace, start, stop_row, key):
+    def run_span(self, chain, trace, start, stop_row, key, hook=None):
         """Run rows start..stop_row-1 of `trace` in chunks of about 0.2 s.
 
         ``self.done[key]`` counts the rows filled so far (for partial results).
+        ``hook`` (a ChainHook) runs in C after each iteration; when it pauses
+        the run (a positive status), this returns early, at the row after the
+        paused iteration, for the hook's owner to act.  Returns the next row.
         """
         i = start
         while i < stop_row:
             n = min(self.chunk, stop_row - i)
             t0 = time.perf_counter()
-            n_done, status = chain.run(trace, i, n, self.stop)
+            n_done, status = chain.run(trace, i, n, self.stop, hook)
             dt = time.perf_counter() - t0
             i += n_done
             self.done[key] = i
             self._report(n_done)
             if status == STATUS_INTERRUPTED:
                 raise Interrupted
+            if status > 0:
+                return i
             if n_done == n:
                 per = max(dt / max(n_done, 1), 1e-7)
                 self.chunk = int(min(max(self.target_seconds / per, 1), 20000))

@@ -20,7 +20,15 @@ cimport numpy as cnp
 from libc.stdlib cimport malloc, free
 from libc.math cimport isfinite
 
+from libc.string cimport memcpy
+
 from fastsurrogate.core._blas cimport blas_table
+from fastsurrogate.core._common cimport fs_potential, fs_rng, FS_OK, FS_EINVAL
+from fastsurrogate.core._potential cimport Potential, WeightedSum
+from fastsurrogate.core._hmc cimport ChainHook, fs_hmc_info, fs_hmc_point
+from fastsurrogate.surrogates._network cimport (RandomNetwork, fs_network,
+                                                network_features, network_grad_features)
+from libc.stdint cimport int64_t
 from fastsurrogate.core._potential import raise_for_status
 
 cnp.import_array()
@@ -453,3 +461,225 @@ cdef class SMWTrainer:
     def __repr__(self):
         return (f"SMWTrainer(n_hidden={self.state.s}, dim={self.state.d}, "
                 f"ridge={self.state.lambda_!r}, n_seen={self.state.n_seen})")
+
+
+# ---- chain hooks: the online trainers inside the C chain loop -----------------
+#
+# These run in fs_hmc_run after each iteration (fastsurrogate.core._hmc.ChainHook),
+# without the GIL, so a sampler that trains its surrogate while it runs enters
+# Python once per chunk of iterations, not once per iteration.
+
+# Positive statuses of the hooks: pauses that Chain.run hands back to Python.
+cdef enum:
+    _HOOK_RESOLVE = 1    # an online update broke down: re-solve in batch, then finish
+HOOK_RESOLVE = _HOOK_RESOLVE
+
+cdef int _all_finite(const double *x, Py_ssize_t n) noexcept nogil:
+    return not _count_nonfinite(x, n)
+
+
+cdef struct _score_state:
+    const fs_potential *exact
+    fs_network *net
+    fs_smw *smw
+    double *smw_work
+    double *mix            # the two weights of V = mu z + (1 - mu) Laplace
+    const double *mu       # mu[t], t = 1 .. t_max
+    long t                 # training iteration the next call completes
+    long t_max
+    int s, d
+    double *A              # d x s gradient features at the state
+    double *g              # d: grad U at the state
+    long n_points          # training points recorded
+    int64_t *iteration     # per point: its iteration
+    double *sq_error       # ||A v - g||^2 before the point was absorbed
+    double *sq_grad        # ||g||^2
+    double *Q              # n_points x d: the points
+    double *G              # n_points x d: grad U there
+    int pending            # 1: paused at iteration t - 1 (HOOK_RESOLVE)
+
+
+cdef inline void _score_finish(_score_state *st) noexcept nogil:
+    cdef double m = st.mu[st.t]
+    st.mix[0] = m
+    st.mix[1] = 1.0 - m
+    st.pending = 0
+
+
+cdef int _score_after(void *state, long iteration, fs_rng *rng, const fs_hmc_info *info,
+                      const fs_hmc_point *cur, const double *proposal,
+                      int *refresh) noexcept nogil:
+    cdef _score_state *st = <_score_state *>state
+    cdef int s = st.s, d = st.d, status, k, i
+    cdef long n
+    cdef double acc, e2, g2
+    cdef const double *row
+    if st.t >= st.t_max or st.pending:
+        return FS_EINVAL
+    st.t += 1
+    if info.accepted:
+        status = st.exact.eval(st.exact.state, cur.q, NULL, st.g)
+        if status != FS_OK:
+            return status
+        if _all_finite(st.g, d):
+            status = network_grad_features(st.net, cur.q, st.A, NULL)
+            if status != FS_OK:
+                return status
+            # the held-out error of the current weights, before the update
+            e2 = 0.0
+            g2 = 0.0
+            for k in range(d):
+                row = st.A + <Py_ssize_t>k * s
+                acc = 0.0
+                for i in range(s):
+                    acc = acc + row[i] * st.smw.v[i]
+                acc = acc - st.g[k]
+                e2 = e2 + acc * acc
+                g2 = g2 + st.g[k] * st.g[k]
+            n = st.n_points
+            st.iteration[n] = st.t - 1
+            st.sq_error[n] = e2
+            st.sq_grad[n] = g2
+            memcpy(st.Q + n * d, cur.q, sizeof(double) * d)
+            memcpy(st.G + n * d, st.g, sizeof(double) * d)
+            st.n_points = n + 1
+            status = fs_smw_update(st.smw, st.A, st.g, st.smw_work)
+            if status != FS_OK:
+                # C lost definiteness after many downdates: Python re-solves
+                # (3.19) from every point, then calls finish_iteration()
+                st.pending = 1
+                return _HOOK_RESOLVE
+            memcpy(<double *>st.net.v, st.smw.v, sizeof(double) * s)
+    _score_finish(st)
+    refresh[0] = 1     # V changed: re-evaluate V and grad V at the state
+    return FS_OK
+
+
+cdef class ScoreMatchingHook(ChainHook):
+    """VHMC's training step (Algorithm 2) as a chain hook, run in C after each iteration.
+
+    At each accepted state q: g = grad U(q) from the exact potential; if it
+    is finite, the gradient features A(q) of the network, the held-out
+    error ||A v - g||^2 of the current weights, and the SMW update (3.20)-
+    (3.21) of ``trainer``, whose new weights go into the network.  Then
+    every iteration t: V's weights become (mu[t], 1 - mu[t]) and the chain
+    re-evaluates V at its state.
+
+    Parameters
+    ----------
+    exact : Potential
+        U, whose gradient the network learns.
+    net : RandomNetwork
+        z; its output weights follow the trainer's.
+    V : WeightedSum
+        ``[net, laplace]``: the chain's drive (and judge) potential.
+    trainer : SMWTrainer
+        (n_hidden, dim) of the network.
+    mu : array (t_max + 1,)
+        mu[t] for t = 1 .. t_max (mu[0] unused), in [0, 1].
+    start : int
+        The iteration the first call completes (0 for a fresh training).
+
+    A breakdown of the SMW recursion pauses the run (``Chain.run`` returns
+    status HOOK_RESOLVE with the iteration counted): the owner re-solves the
+    trainer from :meth:`points`, writes its weights into the network and
+    calls :meth:`finish_iteration`, then re-evaluates the chain's state.
+    """
+
+    cdef _score_state st
+    cdef readonly Potential exact
+    cdef readonly RandomNetwork net
+    cdef readonly WeightedSum V
+    cdef readonly SMWTrainer trainer
+    cdef cnp.ndarray _mu, _A, _g, _iteration, _sq_error, _sq_grad, _Q, _G
+
+    def __init__(self, Potential exact not None, RandomNetwork net not None,
+                 WeightedSum V not None, SMWTrainer trainer not None, mu, long start=0):
+        cdef int s = net.net.n_hidden, d = net.net.dim
+        if exact.pot.eval == NULL:
+            raise TypeError("exact is not initialised")
+        if exact.pot.dim != d or V.pot.dim != d:
+            raise ValueError(f"exact, net and V must have one dim; got {exact.pot.dim}, {d}, "
+                             f"{V.pot.dim}")
+        if trainer.state.s != s or trainer.state.d != d:
+            raise ValueError(f"trainer has (n_hidden, dim) = ({trainer.state.s}, "
+                             f"{trainer.state.d}); the network ({s}, {d})")
+        if V._weights.shape[0] != 2 or V.potentials[0] is not net:
+            raise ValueError("V must be WeightedSum([net, laplace], weights)")
+        mu_arr = np.ascontiguousarray(mu, dtype=np.float64)
+        if mu_arr.ndim != 1 or mu_arr.shape[0] < 2:
+            raise ValueError("mu must be a 1-d array of mu[0 .. t_max], t_max >= 1")
+        m = mu_arr[1:]
+        if not np.all((m >= 0.0) & (m <= 1.0)):
+            bad = int(np.flatnonzero(~((m >= 0.0) & (m <= 1.0)))[0]) + 1
+            raise ValueError(f"the mu schedule must return values in [0, 1]; "
+                             f"mu({bad}) = {mu_arr[bad]!r}")
+        cdef long t_max = mu_arr.shape[0] - 1
+        if not 0 <= start <= t_max:
+            raise ValueError(f"start must be in [0, {t_max}], got {start}")
+        self.exact, self.net, self.V, self.trainer = exact, net, V, trainer
+        self._mu = mu_arr
+        self._A = np.empty(<Py_ssize_t>d * s)
+        self._g = np.empty(d)
+        n_cap = t_max - start
+        self._iteration = np.empty(n_cap, dtype=np.int64)
+        self._sq_error = np.empty(n_cap)
+        self._sq_grad = np.empty(n_cap)
+        self._Q = np.empty((n_cap, d))
+        self._G = np.empty((n_cap, d))
+        self.st.exact = &exact.pot
+        self.st.net = &net.net
+        self.st.smw = &trainer.state
+        self.st.smw_work = trainer.work
+        self.st.mix = <double *>cnp.PyArray_DATA(V._weights)
+        self.st.mu = <const double *>cnp.PyArray_DATA(self._mu)
+        self.st.t = start
+        self.st.t_max = t_max
+        self.st.s = s
+        self.st.d = d
+        self.st.A = <double *>cnp.PyArray_DATA(self._A)
+        self.st.g = <double *>cnp.PyArray_DATA(self._g)
+        self.st.n_points = 0
+        self.st.iteration = <int64_t *>cnp.PyArray_DATA(self._iteration)
+        self.st.sq_error = <double *>cnp.PyArray_DATA(self._sq_error)
+        self.st.sq_grad = <double *>cnp.PyArray_DATA(self._sq_grad)
+        self.st.Q = <double *>cnp.PyArray_DATA(self._Q)
+        self.st.G = <double *>cnp.PyArray_DATA(self._G)
+        self.st.pending = 0
+        self.hook.state = &self.st
+        self.hook.after_iteration = _score_after
+
+    def check(self, int status, str where):
+        self.exact.check_status(status)
+        raise_for_status(status, where)
+
+    def finish_iteration(self):
+        """After a HOOK_RESOLVE pause (weights re-solved): set V's weights for the
+        next iteration.  The caller then re-evaluates the chain's state."""
+        if not self.st.pending:
+            raise RuntimeError("finish_iteration: the hook is not paused")
+        _score_finish(&self.st)
+
+    @property
+    def pending(self):
+        """True while paused by a breakdown (until finish_iteration)."""
+        return bool(self.st.pending)
+
+    @property
+    def iteration(self):
+        """The training iteration the next call completes (= iterations done)."""
+        return self.st.t
+
+    @property
+    def n_points(self):
+        return self.st.n_points
+
+    def curve(self):
+        """(iteration, sq_error, sq_grad) per training point (copies)."""
+        n = self.st.n_points
+        return self._iteration[:n].copy(), self._sq_error[:n].copy(), self._sq_grad[:n].copy()
+
+    def points(self):
+        """(Q (n, dim), G (n, dim)): the training points and grad U there (views)."""
+        n = self.st.n_points
+        return self._Q[:n], self._G[:n]
