@@ -17,10 +17,11 @@ Phases (per chain)
    With ``max_points`` the updates stop once the trainer has seen that
    many points: finite adaptation, after which the surrogate is fixed.
 
-The loop runs in chunks of ``update_every`` iterations in C; after each
-chunk the trainer absorbs the chunk's states and one coin with probability
-1 - prod(1 - a_t) over the chunk decides the switch (the per-iteration coins
-of Algorithm 4, collapsed to the chunk).
+The loop runs in C; after every block of ``update_every`` iterations a
+chain hook (in C, without Python) absorbs the block's points and one coin
+with probability 1 - prod(1 - a_t) over the block, from the chain's own
+stream, decides the switch (the per-iteration coins of Algorithm 4,
+collapsed to the block).
 """
 import time
 
@@ -28,7 +29,7 @@ import numpy as np
 
 from ..core._blas_threads import blas_threads
 from ..core._hmc import Chain, new_trace
-from ..surrogates._online import GrevilleTrainer, SMWTrainer
+from ..surrogates._online import GrevilleTrainer, SMWTrainer, OnlineLayerHook
 from ..core._potential import PotentialError
 from ..surrogates.random_network import train_random_network
 from ._base import chain_generators, initial_points, run_chains, check_int, check_positive
@@ -164,55 +165,11 @@ class ARNSHMC(RNSHMC):
                 trainer = _OnlineLayer(H, U - offset, lam, self.update_every, self.resync_every)
                 _set_weights(net, trainer.weights, offset)
                 nets[k] = net
-            hist_Q, hist_U = [Q], [U]
             chain = self._continue_chain(chain, net, ctx)
             chain_objs[k] = chain
-            gen = chain.generator
-            trace = main[k]
-            t, i = 0, 0
             with ctx.phase("sample"):
-                t_start = time.perf_counter()
-                adapting = self.max_points is None or trainer.n_seen < self.max_points
-                if not adapting:
-                    stopped[k] = 0          # the start set already fills max_points
-                while i < n_draws:
-                    # after the stop only the clock marks need chunks
-                    span = self.update_every if adapting else max(self.update_every, 250)
-                    first, end = i, min(i + span, n_draws)
-                    i = ctx.run_span(chain, trace, first, end, "sample")
-                    clocks[k].append((i, time.perf_counter() - t_start))
-                    if not adapting:
-                        continue
-                    if self.online_data == "proposals":
-                        Qn = trace["proposals"][first:i]
-                        Un = trace["proposal_potential"][first:i]
-                    else:
-                        Qn = trace["draws"][first:i]
-                        Un = trace["potential"][first:i]
-                    ok = np.isfinite(Un)
-                    Qn, Un = Qn[ok], Un[ok]
-                    if self.max_points is not None:
-                        room = self.max_points - trainer.n_seen
-                        Qn, Un = Qn[:room], Un[:room]
-                    hist_Q.append(Qn)
-                    hist_U.append(Un)
-                    if Qn.shape[0]:
-                        trainer.absorb(_with_bias(net.features(Qn)), Un - offset,
-                                       lambda: (_with_bias(net.features(np.concatenate(hist_Q))),
-                                                np.concatenate(hist_U) - offset))
-                    ts = np.arange(t + 1, t + (i - first) + 1, dtype=float)
-                    t += i - first
-                    if self.max_points is not None and trainer.n_seen >= self.max_points:
-                        # finite adaptation: the final weights, from here on fixed
-                        _set_weights(net, trainer.weights, offset)
-                        switches[k].append(i)
-                        stopped[k] = i
-                        adapting = False
-                        continue
-                    a = ts ** (-self.exponent)
-                    if gen.uniform() < 1.0 - np.prod(1.0 - a):
-                        _set_weights(net, trainer.weights, offset)
-                        switches[k].append(i)
+                switches[k], stopped[k], clocks[k] = self.adapt_and_sample(
+                    chain, main[k], ctx, n_draws, net, trainer, offset, Q, U)
             n_seen[k] = trainer.n_seen
             resyncs[k] = trainer.n_resolves
             return chain
@@ -235,6 +192,42 @@ class ARNSHMC(RNSHMC):
             error.result = res
             raise error
         return res
+
+
+    def adapt_and_sample(self, chain, trace, ctx, n_draws, net, trainer, offset, Q, U):
+        """Adapt-and-sample (Algorithm 4) for rows 0 .. n_draws - 1 of `trace`.
+
+        The online updates and the switch coins run in C after each iteration
+        (:class:`~fastsurrogate.surrogates._online.OnlineLayerHook`); Python is
+        entered at the end of each span of iterations (a clock mark), when
+        ``max_points`` stops the updates, and for a batch re-solve (a numerical
+        breakdown, or ``resync_every``).  ``trainer`` is the chain's
+        :class:`_OnlineLayer`, started from the points (Q, U); its ``n_seen``
+        and ``n_resolves`` are updated.  Returns (switch rows, the row where
+        the updates stopped or None, clock marks [(row, seconds)]).
+        """
+        clock = []
+        t_start = time.perf_counter()
+        adapting = self.max_points is None or trainer.n_seen < self.max_points
+        hook = None
+        if adapting:
+            hook = OnlineLayerHook(net, trainer.trainer, offset, self.update_every,
+                                   self.exponent, n_draws, Q, U, max_points=self.max_points,
+                                   resync_every=self.resync_every,
+                                   proposals=self.online_data == "proposals")
+        span = max(self.update_every, 250)
+        i = 0
+        while i < n_draws:
+            i = ctx.run_span(chain, trace, i, min(i + span, n_draws), "sample", hook=hook)
+            if hook is not None and hook.pending:
+                Qh, Uh = hook.history()
+                trainer.resolve(_with_bias(net.features(Qh)), Uh - offset)
+                hook.finish_block()
+            clock.append((i, time.perf_counter() - t_start))
+        if hook is None:
+            return [], 0, clock          # the start set already fills max_points
+        trainer.n_seen = hook.n_seen
+        return hook.switches, hook.stopped, clock
 
 
 class _OnlineLayer:
@@ -263,7 +256,21 @@ class _OnlineLayer:
 
     @property
     def weights(self):
-        return (self._smw or self._greville).weights
+        return self.trainer.weights
+
+    @property
+    def trainer(self):
+        """The C trainer: an SMWTrainer (ridge > 0) or a GrevilleTrainer."""
+        return self._smw if self._smw is not None else self._greville
+
+    def resolve(self, H, y):
+        """Replace the state by the batch solution for every point (H, y)."""
+        if self._smw is not None:
+            self._smw.solve_batch(*_blocks(H, y, self.block))
+        else:
+            self._greville.resync(H, y)
+        self._since = 0
+        self.n_resolves += 1
 
     def absorb(self, H, y, data):
         try:
@@ -279,13 +286,7 @@ class _OnlineLayer:
         self.n_seen += H.shape[0]
         self._since += H.shape[0]
         if failed or (self.resync_every and self._since >= self.resync_every):
-            Ha, ya = data()
-            if self._smw is not None:
-                self._smw.solve_batch(*_blocks(Ha, ya, self.block))
-            else:
-                self._greville.resync(Ha, ya)
-            self._since = 0
-            self.n_resolves += 1
+            self.resolve(*data())
 
 
 def _blocks(H, y, k):

@@ -18,7 +18,7 @@ import threading
 import numpy as np
 cimport numpy as cnp
 from libc.stdlib cimport malloc, free
-from libc.math cimport isfinite
+from libc.math cimport isfinite, pow
 
 from libc.string cimport memcpy
 
@@ -683,3 +683,273 @@ cdef class ScoreMatchingHook(ChainHook):
         """(Q (n, dim), G (n, dim)): the training points and grad U there (views)."""
         n = self.st.n_points
         return self._Q[:n], self._G[:n]
+
+
+# ---- ARNS-HMC: the output layer's online least squares ----------------------
+
+cdef enum:
+    _HOOK_STOPPED = 2    # max_points reached: the surrogate is fixed from here on
+HOOK_STOPPED = _HOOK_STOPPED
+
+
+cdef struct _layer_state:
+    fs_network *net
+    fs_smw *smw            # ridge > 0: block SMW updates (smw.d == block) ...
+    fs_greville *grev      # ... or Greville / recursive point updates
+    double *trainer_work
+    int s, d, block
+    int use_proposals
+    double offset, exponent
+    long max_points        # 0: no limit
+    long resync_every
+    long n_seen, since
+    long t                 # iterations since the start of adaptation
+    long row               # trace row the next call completes
+    long end_row
+    long first             # first row of the current block
+    int n_buf
+    double *Qbuf           # block x d
+    double *ubuf           # block
+    double *F              # block x s: hidden features
+    double *H              # block x (s + 1), zero-padded
+    double *y              # block
+    long n_hist, hist_cap
+    double *hist_Q         # every point absorbed (start set first)
+    double *hist_U
+    long n_switches
+    long *switches
+    long stop_row          # -1 while adapting
+    int pending            # paused after an absorb, before the switch coin
+    int refresh_on_switch
+    fs_rng *rng
+
+
+cdef inline double *_layer_weights(_layer_state *st) noexcept nogil:
+    return st.smw.v if st.smw != NULL else st.grev.v
+
+
+cdef inline void _layer_switch(_layer_state *st, int *refresh) noexcept nogil:
+    cdef const double *w = _layer_weights(st)
+    memcpy(<double *>st.net.v, w, sizeof(double) * st.s)
+    st.net.out_bias = w[st.s] + st.offset
+    st.switches[st.n_switches] = st.row
+    st.n_switches += 1
+    if st.refresh_on_switch and refresh != NULL:
+        refresh[0] = 1
+
+
+cdef int _layer_absorb(_layer_state *st) noexcept nogil:
+    """Absorb the block's buffered points; _HOOK_RESOLVE when a batch re-solve is due."""
+    cdef int n = st.n_buf, s = st.s, s1 = st.s + 1, d = st.d, j, i, status
+    cdef long done = 0
+    if n == 0:
+        return FS_OK
+    status = network_features(st.net, n, st.Qbuf, st.F, NULL)
+    if status != FS_OK:
+        return status
+    for j in range(st.block):
+        for i in range(s1):
+            st.H[j * s1 + i] = 0.0
+        st.y[j] = 0.0
+    for j in range(n):
+        memcpy(st.H + j * s1, st.F + j * s, sizeof(double) * s)
+        st.H[j * s1 + s] = 1.0
+        st.y[j] = st.ubuf[j] - st.offset
+    memcpy(st.hist_Q + st.n_hist * d, st.Qbuf, sizeof(double) * n * d)
+    memcpy(st.hist_U + st.n_hist, st.ubuf, sizeof(double) * n)
+    st.n_hist += n
+    if st.smw != NULL:
+        status = fs_smw_update(st.smw, st.H, st.y, st.trainer_work)
+    else:
+        status = fs_greville_update_many(st.grev, st.H, st.y, n, st.trainer_work, &done)
+    st.n_seen += n
+    st.since += n
+    if status != FS_OK or (st.resync_every > 0 and st.since >= st.resync_every):
+        return _HOOK_RESOLVE
+    return FS_OK
+
+
+cdef int _layer_finish(_layer_state *st, fs_rng *rng, int *refresh) noexcept nogil:
+    """After a block's absorb: the max_points stop or the switch coin."""
+    cdef long n = st.row - st.first, j
+    cdef double prod = 1.0
+    cdef long t0 = st.t
+    st.t += n
+    st.first = st.row
+    st.n_buf = 0
+    st.pending = 0
+    if st.max_points > 0 and st.n_seen >= st.max_points:
+        # finite adaptation: the final weights, from here on fixed
+        _layer_switch(st, refresh)
+        st.stop_row = st.row
+        return _HOOK_STOPPED
+    for j in range(1, n + 1):
+        prod = prod * (1.0 - pow(<double>(t0 + j), -st.exponent))
+    if rng.uniform(rng.state) < 1.0 - prod:
+        _layer_switch(st, refresh)
+    return FS_OK
+
+
+cdef int _layer_after(void *state, long iteration, fs_rng *rng, const fs_hmc_info *info,
+                      const fs_hmc_point *cur, const double *proposal,
+                      int *refresh) noexcept nogil:
+    cdef _layer_state *st = <_layer_state *>state
+    cdef const double *q
+    cdef double u
+    cdef int status
+    if st.stop_row >= 0:
+        return FS_OK
+    if st.pending or st.row >= st.end_row:
+        return FS_EINVAL
+    st.rng = rng
+    if st.use_proposals:
+        q, u = proposal, info.proposal_u
+    else:
+        q, u = cur.q, cur.u_judge
+    if isfinite(u) and (st.max_points == 0 or st.n_buf < st.max_points - st.n_seen):
+        memcpy(st.Qbuf + st.n_buf * st.d, q, sizeof(double) * st.d)
+        st.ubuf[st.n_buf] = u
+        st.n_buf += 1
+    st.row += 1
+    if st.row - st.first < st.block and st.row < st.end_row:
+        return FS_OK
+    status = _layer_absorb(st)
+    if status != FS_OK:
+        if status == _HOOK_RESOLVE:
+            st.pending = 1
+        return status
+    return _layer_finish(st, rng, refresh)
+
+
+cdef class OnlineLayerHook(ChainHook):
+    """ARNS-HMC's online output layer (Algorithm 4) as a chain hook, run in C.
+
+    Each iteration's proposal (or state) with a finite exact U is buffered
+    as a point (features(q), U - offset); every ``block`` iterations (and
+    at ``end_row``) the buffered points are absorbed by ``trainer`` (an
+    :class:`SMWTrainer` with dim = block: one block SMW update of the
+    ridge least squares, zero-padded; or a :class:`GrevilleTrainer`: point
+    updates), then one coin with probability 1 - prod(1 - t^-exponent) over
+    the block's iterations t, drawn from the chain's own stream, decides
+    whether the network takes the trainer's weights (v = w[:-1], out_bias =
+    w[-1] + offset).  With ``max_points`` the updates stop once the trainer
+    has seen that many points: the network takes the final weights and the
+    run pauses (status HOOK_STOPPED) once, for the caller's records.
+
+    A failed update, or ``resync_every`` points since the last re-solve,
+    pauses the run with HOOK_RESOLVE: the caller re-solves the trainer in
+    batch from :meth:`history` and calls :meth:`finish_block`.
+
+    The network's drive gradient at the chain's state is NOT re-evaluated
+    after a switch unless ``refresh_on_switch`` (as ARNS-HMC has always run).
+    """
+
+    cdef _layer_state st
+    cdef readonly RandomNetwork net
+    cdef readonly object trainer
+    cdef cnp.ndarray _Qbuf, _ubuf, _F, _H, _y, _hist_Q, _hist_U, _switches
+
+    def __init__(self, RandomNetwork net not None, trainer, double offset, int block,
+                 double exponent, long end_row, Q0, U0, max_points=None, long resync_every=0,
+                 bint proposals=True, bint refresh_on_switch=False):
+        cdef int s = net.net.n_hidden, d = net.net.dim
+        if block < 1 or end_row < 0 or resync_every < 0:
+            raise ValueError("block must be >= 1, end_row and resync_every >= 0")
+        if not 0.0 < exponent <= 1.0:
+            raise ValueError("exponent must be in (0, 1]")
+        self.st.smw = NULL
+        self.st.grev = NULL
+        if isinstance(trainer, SMWTrainer):
+            if (<SMWTrainer>trainer).state.s != s + 1 or (<SMWTrainer>trainer).state.d != block:
+                raise ValueError("an SMWTrainer must have n_hidden = net.n_hidden + 1, dim = block")
+            self.st.smw = &(<SMWTrainer>trainer).state
+            self.st.trainer_work = (<SMWTrainer>trainer).work
+        elif isinstance(trainer, GrevilleTrainer):
+            if (<GrevilleTrainer>trainer).state.s != s + 1:
+                raise ValueError("a GrevilleTrainer must have n_hidden = net.n_hidden + 1")
+            self.st.grev = &(<GrevilleTrainer>trainer).state
+            self.st.trainer_work = (<GrevilleTrainer>trainer).work
+        else:
+            raise TypeError("trainer must be an SMWTrainer or a GrevilleTrainer")
+        Q0 = _as_float_array(Q0, "Q0", (None, d))
+        U0 = _as_float_array(U0, "U0", (Q0.shape[0],))
+        mp = 0 if max_points is None else int(max_points)
+        if mp < 0:
+            raise ValueError("max_points must be None or >= 0")
+        self.net, self.trainer = net, trainer
+        n0 = Q0.shape[0]
+        cap = n0 + end_row
+        self._Qbuf = np.zeros((block, d))
+        self._ubuf = np.zeros(block)
+        self._F = np.zeros((block, s))
+        self._H = np.zeros((block, s + 1))
+        self._y = np.zeros(block)
+        self._hist_Q = np.empty((cap, d))
+        self._hist_U = np.empty(cap)
+        self._hist_Q[:n0] = Q0
+        self._hist_U[:n0] = U0
+        self._switches = np.empty(-(-end_row // block) + 1, dtype=np.int64)
+        self.st.net = &net.net
+        self.st.s, self.st.d, self.st.block = s, d, block
+        self.st.use_proposals = proposals
+        self.st.offset, self.st.exponent = offset, exponent
+        self.st.max_points = mp
+        self.st.resync_every = resync_every
+        self.st.n_seen = n0
+        self.st.since = 0
+        self.st.t = 0
+        self.st.row = 0
+        self.st.end_row = end_row
+        self.st.first = 0
+        self.st.n_buf = 0
+        self.st.Qbuf = <double *>cnp.PyArray_DATA(self._Qbuf)
+        self.st.ubuf = <double *>cnp.PyArray_DATA(self._ubuf)
+        self.st.F = <double *>cnp.PyArray_DATA(self._F)
+        self.st.H = <double *>cnp.PyArray_DATA(self._H)
+        self.st.y = <double *>cnp.PyArray_DATA(self._y)
+        self.st.n_hist = n0
+        self.st.hist_cap = cap
+        self.st.hist_Q = <double *>cnp.PyArray_DATA(self._hist_Q)
+        self.st.hist_U = <double *>cnp.PyArray_DATA(self._hist_U)
+        self.st.n_switches = 0
+        self.st.switches = <long *>cnp.PyArray_DATA(self._switches)
+        self.st.stop_row = -1
+        self.st.pending = 0
+        self.st.refresh_on_switch = refresh_on_switch
+        self.st.rng = NULL
+        self.hook.state = &self.st
+        self.hook.after_iteration = _layer_after
+
+    def finish_block(self):
+        """After a HOOK_RESOLVE pause (trainer re-solved): the rest of the block
+        (stop or switch coin, from the chain's stream).  Returns True when the
+        network's weights changed (re-evaluate the chain's state if needed)."""
+        if not self.st.pending:
+            raise RuntimeError("finish_block: the hook is not paused")
+        self.st.since = 0
+        cdef long before = self.st.n_switches
+        _layer_finish(&self.st, self.st.rng, NULL)
+        return self.st.n_switches > before
+
+    def history(self):
+        """(Q (n, dim), U (n,)): every point absorbed so far, start set first (views)."""
+        n = self.st.n_hist
+        return self._hist_Q[:n], self._hist_U[:n]
+
+    @property
+    def pending(self):
+        return bool(self.st.pending)
+
+    @property
+    def n_seen(self):
+        return self.st.n_seen
+
+    @property
+    def switches(self):
+        """Rows after which the network took new weights (list of int)."""
+        return self._switches[:self.st.n_switches].tolist()
+
+    @property
+    def stopped(self):
+        """The row where max_points stopped the updates, or None."""
+        return None if self.st.stop_row < 0 else self.st.stop_row
