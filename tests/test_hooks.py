@@ -195,3 +195,94 @@ def test_vhmc_auto_training_checks_once_per_window(monkeypatch):
     # one check per window after the first, at multiples of the window
     np.testing.assert_array_equal(wc[:, 0], np.arange(100, t0 + 1, 50))
     assert t0 < 1000
+
+
+# ---- ARNS-HMC's online layer ---------------------------------------------------
+
+def _arns_python(s, trace, ctx_chain, net, layer, offset, Q, U, n, block, exponent, max_points):
+    """ARNS-HMC's adapt-and-sample loop before the hook (proposals feed the trainer)."""
+    from fastsurrogate.samplers.arns_hmc import _with_bias, _set_weights
+    chain, gen = ctx_chain, ctx_chain.generator
+    hist_Q, hist_U, switches = [Q], [U], []
+    t = i = 0
+    stopped = None
+    while i < n:
+        first, i = i, min(i + block, n)
+        chain.run(trace, first, i - first)
+        Qn, Un = trace["proposals"][first:i], trace["proposal_potential"][first:i]
+        ok = np.isfinite(Un)
+        Qn, Un = Qn[ok], Un[ok]
+        if max_points is not None:
+            Qn, Un = Qn[:max_points - layer.n_seen], Un[:max_points - layer.n_seen]
+        hist_Q.append(Qn)
+        hist_U.append(Un)
+        if Qn.shape[0]:
+            layer.absorb(_with_bias(net.features(Qn)), Un - offset,
+                         lambda: (_with_bias(net.features(np.concatenate(hist_Q))),
+                                  np.concatenate(hist_U) - offset))
+        ts = np.arange(t + 1, t + (i - first) + 1, dtype=float)
+        t += i - first
+        if max_points is not None and layer.n_seen >= max_points:
+            _set_weights(net, layer.weights, offset)
+            switches.append(i)
+            stopped = i
+            break
+        if gen.uniform() < 1.0 - np.prod(1.0 - ts ** (-exponent)):
+            _set_weights(net, layer.weights, offset)
+            switches.append(i)
+    if stopped is not None and i < n:
+        chain.run(trace, i, n - i)
+    return switches, stopped
+
+
+@pytest.mark.parametrize("ridge, resync_every, max_points", [
+    (1e-6, 0, None), (1e-6, 60, None), (0.0, 0, None), (0.0, 45, 230), (1e-6, 0, 180)])
+def test_online_layer_hook_matches_the_python_loop_bit_for_bit(ridge, resync_every, max_points):
+    from fastsurrogate.samplers.arns_hmc import _OnlineLayer, _with_bias, _set_weights
+    from fastsurrogate.surrogates._online import OnlineLayerHook, HOOK_STOPPED
+    from fastsurrogate.surrogates.random_network import train_random_network
+    X, y, _ = fs.datasets.simulate_logistic(500, 3, seed=1)
+    model = fs.models.LogisticRegression(X, y, prior_sd=10.0)
+    rng = np.random.default_rng(0)
+    Q = rng.normal(0.0, 0.3, (100, 3)) + np.linalg.lstsq(X, 2 * y - 1, rcond=None)[0] * 0
+    U = np.array([model.value(q) for q in Q])
+    n, block, expo = 200, 10, 0.5
+    out = []
+    for use_hook in (False, True):
+        net = train_random_network(Q, U, n_hidden=30, seed=4)
+        offset = float(U.min())
+        layer = _OnlineLayer(_with_bias(net.features(Q)), U - offset, ridge, block, resync_every)
+        _set_weights(net, layer.weights, offset)
+        chain = Chain(net, model, Q[-1], np.random.default_rng(9), step_size=0.05, n_steps=8)
+        trace = new_trace(n, 3, proposals=True)
+        if use_hook:
+            hook = OnlineLayerHook(net, layer.trainer, offset, block, expo, n, Q, U,
+                                   max_points=max_points, resync_every=resync_every)
+            i, pauses = 0, 0
+            while i < n:
+                n_done, status = chain.run(trace, i, n - i, None, hook)
+                i += n_done
+                if hook.pending:
+                    Qh, Uh = hook.history()
+                    layer.resolve(_with_bias(net.features(Qh)), Uh - offset)
+                    hook.finish_block()
+                    pauses += 1
+                else:
+                    assert status in (0, HOOK_STOPPED)
+            assert pauses == layer.n_resolves
+            res = (hook.switches, hook.stopped)
+            assert hook.n_seen == (max_points or 100 + int(np.isfinite(trace["proposal_potential"]).sum()))
+        else:
+            res = _arns_python(30, trace, chain, net, layer, offset, Q, U, n, block, expo,
+                               max_points)
+        out.append((res, trace, layer.weights, net.output_weights, net.out_bias,
+                    layer.n_resolves))
+    (r0, t0, w0, v0, b0, n0), (r1, t1, w1, v1, b1, n1) = out
+    assert r0 == r1 and len(r0[0]) > 1
+    for k in t0:
+        np.testing.assert_array_equal(t0[k], t1[k], err_msg=k)
+    np.testing.assert_array_equal(w0, w1)
+    np.testing.assert_array_equal(v0, v1)
+    assert b0 == b1 and n0 == n1
+    if resync_every:
+        assert n1 > 0
