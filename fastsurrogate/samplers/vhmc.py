@@ -35,13 +35,13 @@ import time
 
 import numpy as np
 
-from ..core._hmc import Chain, new_trace, STATUS_INTERRUPTED
+from ..core._hmc import Chain, new_trace
 from ..surrogates._network import RandomNetwork
 from ..surrogates._online import SMWTrainer, ScoreMatchingHook
-from ..core._potential import WeightedSum, PotentialError
+from ..core._potential import WeightedSum
 from ..core._blas_threads import blas_threads
 from ..surrogates.laplace import LaplaceApproximation, laplace_approximation
-from ._base import (chain_generators, run_chains, check_int, check_positive, Interrupted)
+from ._base import chain_generators, run_chains, check_int, check_positive
 from .hmc import HMC
 from .rns_hmc import surrogate_seed
 
