@@ -294,7 +294,7 @@ int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
                const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
                fs_dual_avg *adapt, long n_iter, const fs_hmc_trace *tr,
                double *FS_RESTRICT work, volatile const int *stop, long *n_done,
-               double *step_size_out)
+               double *step_size_out, fs_hmc_hook *hook)
 {
     fs_hmc_config c = *cfg;
     fs_hmc_info info;
@@ -302,6 +302,7 @@ int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
     long it;
     int status = FS_OK;
 
+    if (hook != NULL) hook->status = FS_OK;
     for (it = 0; it < n_iter; it++) {
         if (stop != NULL && *stop) { status = FS_EINTERRUPT; break; }
         status = fs_hmc_transition(&c, drive, judge, rng, cur, work, &info);
@@ -320,6 +321,14 @@ int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
             memcpy(tr->proposals + (size_t)it * d, work + 2 * (size_t)d, sizeof(double) * (size_t)d);
         if (tr->proposal_potential) tr->proposal_potential[it] = info.proposal_u;
         if (adapt != NULL) c.step_size = fs_dual_avg_update(adapt, info.accept_prob);
+        if (hook != NULL) {
+            int refresh = 0;
+            status = hook->after_iteration(hook->state, it, rng, &info, cur,
+                                           work + 2 * (size_t)d, &refresh);
+            hook->status = status;
+            if (status == FS_OK && refresh) status = fs_hmc_point_init(&c, drive, judge, cur);
+            if (status != FS_OK) { it++; break; }
+        }
     }
     *n_done = it;
     if (step_size_out) *step_size_out = c.step_size;

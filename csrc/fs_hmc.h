@@ -106,17 +106,40 @@ int fs_hmc_transition(const fs_hmc_config *cfg, const fs_potential *drive,
                       const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
                       double *FS_RESTRICT work, fs_hmc_info *info);
 
+/* A callback run by fs_hmc_run after each iteration (its trace row written
+   and the step size adapted), without the GIL: e.g. an online trainer that
+   absorbs the iteration's state or proposal and updates the drive
+   potential's weights.  `iteration` counts from 0 within the fs_hmc_run
+   call; `rng` is the chain's own stream (draws from it continue the chain's
+   sequence); `proposal` is the iteration's proposal (dim values; its judge U
+   is info->proposal_u).  Setting *refresh to 1 says the drive (or judge)
+   potential changed: the loop then re-evaluates the current point
+   (fs_hmc_point_init) before the next iteration.  A status other than FS_OK
+   stops the run after this iteration (counted in *n_done) and is returned;
+   positive values are free for the hook to mean "pause: the caller has work
+   to do, then continues", negative ones are errors. */
+typedef int (*fs_hmc_hook_fn)(void *state, long iteration, fs_rng *rng,
+                              const fs_hmc_info *info, const fs_hmc_point *cur,
+                              const double *proposal, int *refresh);
+
+typedef struct fs_hmc_hook {
+    void *state;
+    fs_hmc_hook_fn after_iteration;
+    int status;   /* out: what the hook last returned (FS_OK if not called) */
+} fs_hmc_hook;
+
 /* n_iter transitions, storing draws and stats in `trace` row by row.
    With `adapt` non-NULL the step size follows dual averaging after every
    iteration (cfg->step_size is the starting value; the final one is
    returned in *step_size_out when that is non-NULL).  Checks *stop before
    each iteration.  *n_done gets the number of completed iterations, also on
-   error or interruption (FS_EINTERRUPT). */
+   error or interruption (FS_EINTERRUPT).  `hook` (NULL: none) runs after
+   each iteration; see fs_hmc_hook_fn. */
 int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
                const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
                fs_dual_avg *adapt, long n_iter, const fs_hmc_trace *trace,
                double *FS_RESTRICT work, volatile const int *stop, long *n_done,
-               double *step_size_out);
+               double *step_size_out, fs_hmc_hook *hook);
 
 /* Stan's heuristic for an initial step size: double or halve the step until
    the acceptance probability of one leapfrog step crosses 0.8. */

@@ -55,6 +55,15 @@ cdef extern from "fs_hmc.h" nogil:
         double h_bar, log_eps, log_eps_bar
         double count
 
+    ctypedef int (*fs_hmc_hook_fn)(void *state, long iteration, fs_rng *rng,
+                                   const fs_hmc_info *info, const fs_hmc_point *cur,
+                                   const double *proposal, int *refresh) noexcept nogil
+
+    ctypedef struct fs_hmc_hook:
+        void *state
+        fs_hmc_hook_fn after_iteration
+        int status
+
     void fs_dual_avg_init(fs_dual_avg *da, double step_size, double delta)
     double fs_dual_avg_update(fs_dual_avg *da, double accept_prob)
     size_t fs_hmc_workspace_size(int dim)
@@ -67,8 +76,16 @@ cdef extern from "fs_hmc.h" nogil:
                    const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
                    fs_dual_avg *adapt, long n_iter, const fs_hmc_trace *trace,
                    double *work, const int *stop, long *n_done,
-                   double *step_size_out)
+                   double *step_size_out, fs_hmc_hook *hook)
     int fs_hmc_find_step_size(const fs_hmc_config *cfg, const fs_potential *drive,
                               const fs_potential *judge, fs_rng *rng,
                               const fs_hmc_point *cur, double *work,
                               double *step_size)
+
+
+cdef class ChainHook:
+    # A C callback that Chain.run calls after each iteration (fs_hmc_hook).
+    # Subclasses point hook.state at their C state and hook.after_iteration
+    # at a `noexcept nogil` function; they may override `check` to turn the
+    # hook's negative statuses into exceptions with context.
+    cdef fs_hmc_hook hook

@@ -53,6 +53,34 @@ def new_trace(long n, int dim, bint proposals=False):
     return out
 
 
+cdef class ChainHook:
+    """Base of the C callbacks that :meth:`Chain.run` calls after each iteration.
+
+    A subclass (in Cython) fills ``self.hook``: ``state`` and
+    ``after_iteration``, a ``noexcept nogil`` C function with the
+    ``fs_hmc_hook_fn`` signature of csrc/fs_hmc.h.  The callback runs inside
+    the chain loop without the GIL; it may draw from the chain's random
+    stream, change the drive potential (and ask for the current point to be
+    re-evaluated), or stop the run with a status: a positive one is a pause
+    (``Chain.run`` returns it; the caller does its part and runs on), a
+    negative one an error, raised by :meth:`check`.
+    """
+
+    def __cinit__(self, *args, **kwargs):
+        self.hook.state = NULL
+        self.hook.after_iteration = NULL
+        self.hook.status = FS_OK
+
+    @property
+    def status(self):
+        """What the callback returned last (0 when it was not called)."""
+        return self.hook.status
+
+    def check(self, int status, str where):
+        """Raise the exception for a negative status of the callback."""
+        raise_for_status(status, where)
+
+
 cdef double _rng_normal(void *s) noexcept nogil:
     return random_standard_normal(<bitgen_t *>s)
 
@@ -264,13 +292,16 @@ cdef class Chain:
         return self.cfg.step_size
 
     # -- running -----------------------------------------------------------
-    def run(self, dict trace, long start, long n_iter, stop=None):
+    def run(self, dict trace, long start, long n_iter, stop=None, ChainHook hook=None):
         """Run n_iter iterations, writing rows start .. start+n_iter-1 of `trace`.
 
         `trace` comes from `new_trace`.  `stop` is an optional int32 array of
         one element; when another thread sets it non-zero, the loop stops
-        before its next iteration.  Returns ``(n_done, status)``; a potential's
-        exception is raised here (the rows before it are filled).
+        before its next iteration.  `hook` (a :class:`ChainHook`) runs in C
+        after each iteration.  Returns ``(n_done, status)``: status 0, or
+        STATUS_INTERRUPTED, or the hook's positive pause code (the paused
+        iteration is counted in n_done); a potential's or the hook's error is
+        raised here (the rows before it are filled).
         """
         cdef int d = self.cfg.dim
         cdef fs_hmc_trace tr
@@ -314,14 +345,23 @@ cdef class Chain:
             tr.proposals = <double *>cnp.PyArray_DATA(pa) + start * d
             tr.proposal_potential = <double *>cnp.PyArray_DATA(pu) + start
         cdef fs_dual_avg *da = &self.da if self.adapting else NULL
+        cdef fs_hmc_hook *hp = NULL
+        if hook is not None:
+            if hook.hook.after_iteration == NULL:
+                raise TypeError(f"{type(hook).__name__} has no C callback")
+            hp = &hook.hook
         with self.lock:
             with nogil:
                 status = fs_hmc_run(&self.cfg, &self.drive.pot, &self.judge.pot, &self.rng,
                                     &self.cur, da, n_iter, &tr,
                                     <double *>cnp.PyArray_DATA(self._work), stop_ptr,
-                                    &n_done, &eps_out)
+                                    &n_done, &eps_out, hp)
         if self.adapting:
             self.cfg.step_size = eps_out
+        if hp != NULL and status != FS_OK and status == hp.status:
+            if status > 0:
+                return n_done, status
+            hook.check(status, f"{type(hook).__name__} at iteration {start + n_done - 1}")
         if status != FS_EINTERRUPT:
             self._raise(status, f"iteration {start + n_done}")
         return n_done, status

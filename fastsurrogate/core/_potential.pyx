@@ -302,9 +302,6 @@ cdef class CallbackPotential(Potential):
 
 
 cdef extern from "fs_compose.h" nogil:
-    ctypedef struct fs_weighted_sum:
-        int dim
-        int n_terms
     int fs_weighted_sum_init(fs_weighted_sum *st, int dim, int n_terms,
                              const fs_potential *terms, const double *weights)
     void fs_weighted_sum_free(fs_weighted_sum *st)
@@ -347,12 +344,6 @@ cdef class WeightedSum(Potential):
     >>> s.value(np.ones(2))
     0.75
     """
-
-    cdef fs_weighted_sum st
-    cdef bint _ready
-    cdef cnp.ndarray _terms_mem
-    cdef cnp.ndarray _weights
-    cdef readonly tuple potentials
 
     def __cinit__(self, *args, **kwargs):
         self._ready = False

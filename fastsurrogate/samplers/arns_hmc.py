@@ -17,10 +17,11 @@ Phases (per chain)
    With ``max_points`` the updates stop once the trainer has seen that
    many points: finite adaptation, after which the surrogate is fixed.
 
-The loop runs in chunks of ``update_every`` iterations in C; after each
-chunk the trainer absorbs the chunk's states and one coin with probability
-1 - prod(1 - a_t) over the chunk decides the switch (the per-iteration coins
-of Algorithm 4, collapsed to the chunk).
+The loop runs in C; after every block of ``update_every`` iterations a
+chain hook (in C, without Python) absorbs the block's points and one coin
+with probability 1 - prod(1 - a_t) over the block, from the chain's own
+stream, decides the switch (the per-iteration coins of Algorithm 4,
+collapsed to the block).
 """
 import time
 
@@ -28,7 +29,7 @@ import numpy as np
 
 from ..core._blas_threads import blas_threads
 from ..core._potential import PotentialError
-from ..surrogates._online import GrevilleTrainer, SMWTrainer
+from ..surrogates._online import GrevilleTrainer, SMWTrainer, OnlineLayerHook
 from ..surrogates.random_network import train_random_network
 from ._base import check_int
 from .rns_hmc import RNSHMC, surrogate_seed
@@ -177,55 +178,40 @@ class ARNSHMC(RNSHMC):
         ctx.trainer = _OnlineLayer(H, U - ctx.offset, lam, self.update_every, self.resync_every)
         _set_weights(net, ctx.trainer.weights, ctx.offset)
         ctx.net = net
-        ctx.history = ([Q], [U])
+        ctx.history = (Q, U)
         ctx.chain = self._continue_chain(ctx.chain, net)
 
     def adapt_and_sample(self, ctx):
-        """Adapt-and-sample: chunks of update_every iterations in C; after each,
-        the trainer absorbs the chunk's points and one coin decides the switch."""
-        chain, trace, trainer, net = ctx.chain, ctx.main, ctx.trainer, ctx.net
-        n_draws, offset = ctx.run.n_draws, ctx.offset
-        hist_Q, hist_U = ctx.history
-        t, i = 0, 0
+        """Adapt-and-sample (Algorithm 4) for the kept draws.
+
+        The online updates and the switch coins run in C after each iteration
+        (:class:`~fastsurrogate.surrogates._online.OnlineLayerHook`); Python is
+        entered at the end of each span of iterations (a clock mark), when
+        ``max_points`` stops the updates, and for a batch re-solve (a numerical
+        breakdown, or ``resync_every``).
+        """
+        trainer, net, offset, n_draws = ctx.trainer, ctx.net, ctx.offset, ctx.run.n_draws
         t_start = time.perf_counter()
-        adapting = self.max_points is None or trainer.n_seen < self.max_points
-        if not adapting:
-            ctx.stopped = 0          # the start set already fills max_points
+        hook = None
+        if self.max_points is None or trainer.n_seen < self.max_points:
+            Q, U = ctx.history
+            hook = OnlineLayerHook(net, trainer.trainer, offset, self.update_every,
+                                   self.exponent, n_draws, Q, U, max_points=self.max_points,
+                                   resync_every=self.resync_every,
+                                   proposals=self.online_data == "proposals")
+        else:
+            ctx.stopped = 0                 # the start set already fills max_points
+        span, i = max(self.update_every, 250), 0
         while i < n_draws:
-            # after the stop only the clock marks need chunks
-            span = self.update_every if adapting else max(self.update_every, 250)
-            first, end = i, min(i + span, n_draws)
-            i = ctx.run_span(chain, trace, first, end, "sample")
+            i = ctx.run_span(ctx.chain, ctx.main, i, min(i + span, n_draws), "sample", hook)
+            if hook is not None and hook.pending:
+                Qh, Uh = hook.history()
+                trainer.resolve(_with_bias(net.features(Qh)), Uh - offset)
+                hook.finish_block()
             ctx.clock.append((i, time.perf_counter() - t_start))
-            if not adapting:
-                continue
-            q_key, u_key = (("proposals", "proposal_potential")
-                            if self.online_data == "proposals" else ("draws", "potential"))
-            Qn, Un = trace[q_key][first:i], trace[u_key][first:i]
-            ok = np.isfinite(Un)
-            Qn, Un = Qn[ok], Un[ok]
-            if self.max_points is not None:
-                room = self.max_points - trainer.n_seen
-                Qn, Un = Qn[:room], Un[:room]
-            hist_Q.append(Qn)
-            hist_U.append(Un)
-            if Qn.shape[0]:
-                trainer.absorb(_with_bias(net.features(Qn)), Un - offset,
-                               lambda: (_with_bias(net.features(np.concatenate(hist_Q))),
-                                        np.concatenate(hist_U) - offset))
-            ts = np.arange(t + 1, t + (i - first) + 1, dtype=float)
-            t += i - first
-            if self.max_points is not None and trainer.n_seen >= self.max_points:
-                # finite adaptation: the final weights, from here on fixed
-                _set_weights(net, trainer.weights, offset)
-                ctx.switches.append(i)
-                ctx.stopped = i
-                adapting = False
-                continue
-            a = ts ** (-self.exponent)
-            if chain.generator.uniform() < 1.0 - np.prod(1.0 - a):
-                _set_weights(net, trainer.weights, offset)
-                ctx.switches.append(i)
+            if hook is not None:
+                trainer.n_seen = hook.n_seen
+                ctx.switches, ctx.stopped = list(hook.switches), hook.stopped
 
 
 class _OnlineLayer:
@@ -254,7 +240,21 @@ class _OnlineLayer:
 
     @property
     def weights(self):
-        return (self._smw or self._greville).weights
+        return self.trainer.weights
+
+    @property
+    def trainer(self):
+        """The C trainer: an SMWTrainer (ridge > 0) or a GrevilleTrainer."""
+        return self._smw if self._smw is not None else self._greville
+
+    def resolve(self, H, y):
+        """Replace the state by the batch solution for every point (H, y)."""
+        if self._smw is not None:
+            self._smw.solve_batch(*_blocks(H, y, self.block))
+        else:
+            self._greville.resync(H, y)
+        self._since = 0
+        self.n_resolves += 1
 
     def absorb(self, H, y, data):
         try:
@@ -270,13 +270,7 @@ class _OnlineLayer:
         self.n_seen += H.shape[0]
         self._since += H.shape[0]
         if failed or (self.resync_every and self._since >= self.resync_every):
-            Ha, ya = data()
-            if self._smw is not None:
-                self._smw.solve_batch(*_blocks(Ha, ya, self.block))
-            else:
-                self._greville.resync(Ha, ya)
-            self._since = 0
-            self.n_resolves += 1
+            self.resolve(*data())
 
 
 def _blocks(H, y, k):
