@@ -175,7 +175,7 @@ def test_potential_error_propagates():
 
 # posteriordb: default settings; fewer draws where the ESS allows (runtime)
 POSTERIORS = [
-    (pdb.SBLRC_BLR, 600, 800),
+    (pdb.SBLRC_BLR, 1000, 1000),
     (pdb.EightSchoolsNoncentered, 600, 800),
     (pdb.Garch11, 500, 500),
     (pdb.ArK, 500, 500),
