@@ -304,11 +304,9 @@ int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
     long it;
     int status = FS_OK;
 
-    if (cfg->algorithm == FS_ALGORITHM_NUTS && !same_potential(drive, judge)) {
-        *n_done = 0;
-        return FS_EINVAL;  /* NUTS has no separate judge */
-    }
-    for (it = 0; it < n_iter; it++) {
+    if (cfg->algorithm == FS_ALGORITHM_NUTS && !same_potential(drive, judge))
+        status = FS_EINVAL;  /* NUTS has no separate judge */
+    for (it = 0; it < n_iter && status == FS_OK; it++) {
         if (stop != NULL && *stop) { status = FS_EINTERRUPT; break; }
         status = c.algorithm == FS_ALGORITHM_NUTS
                      ? fs_nuts_transition(&c, drive, rng, cur, work, &info)
