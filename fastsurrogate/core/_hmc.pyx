@@ -1,4 +1,5 @@
-"""One HMC chain whose whole loop runs in C (csrc/fs_hmc.c) without the GIL.
+"""One HMC or NUTS chain whose whole loop runs in C (csrc/fs_hmc.c,
+csrc/fs_nuts.c) without the GIL.
 
 `Chain` is the building block of every sampler in fastsurrogate: it holds the
 current state, the step size and mass matrix, the dual-averaging state and
@@ -34,7 +35,11 @@ TRACE_FIELDS = {
     "divergent": np.int8,
     "n_steps": np.int32,
     "judge_evaluated": np.int8,
+    "tree_depth": np.int8,
 }
+
+ALGORITHMS = {"hmc": FS_ALGORITHM_HMC, "nuts": FS_ALGORITHM_NUTS}
+MAX_TREE_DEPTH = FS_NUTS_MAX_TREE_DEPTH
 
 
 def new_trace(long n, int dim, bint proposals=False):
@@ -91,7 +96,7 @@ cdef double _rng_uniform(void *s) noexcept nogil:
 
 
 cdef class Chain:
-    """State of one HMC chain driven by `drive` and judged by `judge`.
+    """State of one HMC (or NUTS) chain driven by `drive` and judged by `judge`.
 
     Parameters
     ----------
@@ -105,7 +110,8 @@ cdef class Chain:
         The chain's random stream (momenta, uniforms, random path lengths).
     step_size : float
     n_steps : int
-        Leapfrog steps per iteration (the maximum when ``random_n_steps``).
+        Leapfrog steps per iteration (the maximum when ``random_n_steps``);
+        unused by NUTS.
     random_n_steps : bool
         Draw the number of steps uniformly from 1..n_steps each iteration.
     inv_metric : None, array (dim,) or (dim, dim)
@@ -114,6 +120,13 @@ cdef class Chain:
         An energy error above this is a divergence.
     delayed_acceptance : bool
         Screen proposals with the drive Hamiltonian before evaluating the judge.
+    algorithm : {"hmc", "nuts"}
+        The transition: HMC with a fixed (or random) path length, or Stan's
+        multinomial No-U-Turn sampler (``drive`` must then be ``judge``, and
+        neither ``random_n_steps`` nor ``delayed_acceptance`` applies).
+    max_tree_depth : int
+        NUTS: at most 2**max_tree_depth - 1 leapfrog steps per iteration
+        (1 .. MAX_TREE_DEPTH).
     """
 
     cdef Potential drive
@@ -130,7 +143,7 @@ cdef class Chain:
     def __init__(self, Potential drive not None, Potential judge not None, q0, generator,
                  double step_size=0.1, int n_steps=10, bint random_n_steps=False,
                  inv_metric=None, double max_energy_error=1000.0,
-                 bint delayed_acceptance=False):
+                 bint delayed_acceptance=False, algorithm="hmc", max_tree_depth=10):
         cdef int d = drive.pot.dim
         if drive.pot.eval == NULL or judge.pot.eval == NULL:
             raise TypeError("drive and judge must be initialised Potentials")
@@ -144,6 +157,22 @@ cdef class Chain:
             raise ValueError(f"n_steps must be >= 1, got {n_steps}")
         if not max_energy_error > 0:
             raise ValueError("max_energy_error must be positive")
+        if not isinstance(algorithm, str):
+            raise TypeError(f"algorithm must be a string, got {type(algorithm).__name__}")
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, got {algorithm!r}")
+        if isinstance(max_tree_depth, bool) or not isinstance(max_tree_depth, (int, np.integer)):
+            raise TypeError(f"max_tree_depth must be an integer, got {type(max_tree_depth).__name__}")
+        if not 1 <= max_tree_depth <= FS_NUTS_MAX_TREE_DEPTH:
+            raise ValueError(f"max_tree_depth must be in 1..{FS_NUTS_MAX_TREE_DEPTH}, "
+                             f"got {max_tree_depth}")
+        if algorithm == "nuts":
+            if not (drive is judge or (drive.pot.eval == judge.pot.eval
+                                       and drive.pot.state == judge.pot.state)):
+                raise ValueError("NUTS takes one potential: pass the same Potential as "
+                                 "drive and judge")
+            if random_n_steps or delayed_acceptance:
+                raise ValueError("random_n_steps and delayed_acceptance do not apply to NUTS")
         self.drive = drive
         self.judge = judge
         self.generator = generator
@@ -152,7 +181,11 @@ cdef class Chain:
         self.rng.state = PyCapsule_GetPointer(bg.capsule, "BitGenerator")
         self.rng.normal = _rng_normal
         self.rng.uniform = _rng_uniform
-        self._work = np.zeros(fs_hmc_workspace_size(d))
+        self.cfg.algorithm = ALGORITHMS[algorithm]
+        self.cfg.max_tree_depth = max_tree_depth
+        self._work = np.zeros(max(fs_hmc_workspace_size(d),
+                                  fs_nuts_workspace_size(d, max_tree_depth)
+                                  if algorithm == "nuts" else 0))
         self.cfg.dim = d
         self.cfg.step_size = step_size
         self.cfg.n_steps = n_steps
@@ -224,6 +257,15 @@ cdef class Chain:
     @property
     def n_steps(self):
         return self.cfg.n_steps
+
+    @property
+    def algorithm(self):
+        """"hmc" or "nuts"."""
+        return "nuts" if self.cfg.algorithm == FS_ALGORITHM_NUTS else "hmc"
+
+    @property
+    def max_tree_depth(self):
+        return self.cfg.max_tree_depth
 
     @property
     def inv_metric(self):
@@ -334,6 +376,7 @@ cdef class Chain:
         tr.divergent = <int8_t *>cnp.PyArray_DATA(trace["divergent"]) + start
         tr.n_steps = <int32_t *>cnp.PyArray_DATA(trace["n_steps"]) + start
         tr.judge_evaluated = <int8_t *>cnp.PyArray_DATA(trace["judge_evaluated"]) + start
+        tr.tree_depth = <int8_t *>cnp.PyArray_DATA(trace["tree_depth"]) + start
         tr.proposals = NULL
         tr.proposal_potential = NULL
         if "proposals" in trace:
