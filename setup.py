@@ -4,6 +4,9 @@ Only the extension list and the Cython directives live here; metadata is in
 pyproject.toml.  Environment switches:
 
 FASTSURROGATE_DEBUG=1    boundscheck/wraparound on, -O0 -g, no -march flags
+FASTSURROGATE_SANITIZE=1 the debug build with AddressSanitizer and UBSan (run
+                         Python with LD_PRELOAD=$(gcc -print-file-name=libasan.so);
+                         see .ci/sanitize)
 FASTSURROGATE_NO_OPENMP=1 build without OpenMP even where the compiler has it
 """
 import os
@@ -18,7 +21,8 @@ from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CSRC = "csrc"
-DEBUG = os.environ.get("FASTSURROGATE_DEBUG", "0") == "1"
+SANITIZE = os.environ.get("FASTSURROGATE_SANITIZE", "0") == "1"
+DEBUG = SANITIZE or os.environ.get("FASTSURROGATE_DEBUG", "0") == "1"
 
 
 def _compiler_accepts(flags, source="int main(void){return 0;}\n"):
@@ -58,6 +62,11 @@ else:
     CFLAGS = ["-O3", "-std=c99", "-fno-math-errno"]
 CFLAGS = CFLAGS + ["-D_GNU_SOURCE"] + OPENMP
 LDFLAGS = list(OPENMP)
+if SANITIZE:
+    _SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+            "-fno-omit-frame-pointer"]
+    CFLAGS += _SAN
+    LDFLAGS += _SAN
 
 NP_RANDOM_LIB = os.path.join(os.path.dirname(np.__file__), "random", "lib")
 
@@ -81,7 +90,7 @@ ALL_EXTENSIONS = [
     # core: the contract, the chain loop, BLAS
     ext("core._blas", ["fs_common.c"]),
     ext("core._potential", ["fs_common.c", "fs_compose.c"]),
-    ext("core._hmc", ["fs_common.c", "fs_hmc.c"], rng=True),
+    ext("core._hmc", ["fs_common.c", "fs_hmc.c", "fs_nuts.c"], rng=True),
     # models: data-sum GLM kernels and the other compiled models
     ext("models._glm", ["fs_common.c", "fs_glm.c"]),
     ext("models._models", ["fs_common.c", "fs_models.c", "fs_garch.c", "fs_gpreg.c"]),

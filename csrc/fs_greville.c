@@ -10,7 +10,10 @@
 #include "fs_greville.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
-/* The 32-byte vector helpers are static inline: the psABI note is moot. */
+/* GCC's -Wpsabi fires at every use of a 32-byte vector helper in the
+ * baseline clone, inlined or not; the helpers below are FS__INLINE (always
+ * inlined), so no call passes vectors through the ABI it warns about.
+ * tests/test_csources.py checks that every vector helper is FS__INLINE. */
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
@@ -31,14 +34,18 @@ static const double fs__dm1 = -1.0;
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(FS_NO_VECTOR_EXT)
 #define FS__GRV_VEC 1
 typedef double fs__g4 __attribute__((vector_size(32)));
-static inline fs__g4 fs__g4_ld(const double *p)
+/* FS__INLINE (always inline): called from the multi-versioned loops, these
+ * must become part of each clone; an out-of-line copy would be compiled for
+ * the baseline ISA and pass 32-byte vectors by a different ABI (at -O0 that
+ * crashed). */
+FS__INLINE fs__g4 fs__g4_ld(const double *p)
 {
     fs__g4 v;
     __builtin_memcpy(&v, p, sizeof v);
     return v;
 }
-static inline void fs__g4_st(double *p, fs__g4 v) { __builtin_memcpy(p, &v, sizeof v); }
-static inline fs__g4 fs__g4_set1(double a) { fs__g4 v = {a, a, a, a}; return v; }
+FS__INLINE void fs__g4_st(double *p, fs__g4 v) { __builtin_memcpy(p, &v, sizeof v); }
+FS__INLINE fs__g4 fs__g4_set1(double a) { fs__g4 v = {a, a, a, a}; return v; }
 #endif
 
 /* M -= w w^T on the row-major upper triangle.  w_i * w_j == w_j * w_i in

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "fs_hmc.h"
+#include "fs_nuts.h"
 
 /* ---- kinetic energy and momentum ---------------------------------------- */
 
@@ -35,7 +36,7 @@ double fs_hmc_kinetic(const fs_hmc_config *cfg, const double *p, double *FS_REST
     return 0.5 * k;
 }
 
-static void velocity(const fs_hmc_config *cfg, const double *p, double *FS_RESTRICT v)
+void fs_hmc_velocity(const fs_hmc_config *cfg, const double *p, double *FS_RESTRICT v)
 {
     const int d = cfg->dim;
     int i, j;
@@ -56,7 +57,7 @@ static void velocity(const fs_hmc_config *cfg, const double *p, double *FS_RESTR
     }
 }
 
-static void draw_momentum(const fs_hmc_config *cfg, fs_rng *rng, double *FS_RESTRICT p,
+void fs_hmc_draw_momentum(const fs_hmc_config *cfg, fs_rng *rng, double *FS_RESTRICT p,
                           double *FS_RESTRICT z)
 {
     const int d = cfg->dim;
@@ -79,7 +80,7 @@ static void draw_momentum(const fs_hmc_config *cfg, fs_rng *rng, double *FS_REST
     }
 }
 
-static int all_finite(const double *x, int n)
+int fs_hmc_all_finite(const double *x, int n)
 {
     double s = 0.0;
     int i;
@@ -93,7 +94,7 @@ static int all_finite(const double *x, int n)
    all updated in place.  With want_value, the drive value at the final
    position goes to *u_end.  Returns FS_OK, FS_ENONFINITE (a divergence:
    non-finite gradient or value) or a potential's error code. */
-static int leapfrog(const fs_hmc_config *cfg, double eps, int n_steps,
+int fs_hmc_leapfrog(const fs_hmc_config *cfg, double eps, int n_steps,
                     const fs_potential *drive, double *FS_RESTRICT q,
                     double *FS_RESTRICT g, double *FS_RESTRICT p,
                     double *FS_RESTRICT v, int want_value, double *u_end)
@@ -104,11 +105,11 @@ static int leapfrog(const fs_hmc_config *cfg, double eps, int n_steps,
     for (i = 0; i < d; i++) p[i] -= half * g[i];
     for (s = 1; s <= n_steps; s++) {
         const int last = (s == n_steps);
-        velocity(cfg, p, v);
+        fs_hmc_velocity(cfg, p, v);
         for (i = 0; i < d; i++) q[i] += eps * v[i];
         status = drive->eval(drive->state, q, (last && want_value) ? u_end : NULL, g);
         if (status != FS_OK) return status;
-        if (!all_finite(g, d)) return FS_ENONFINITE;
+        if (!fs_hmc_all_finite(g, d)) return FS_ENONFINITE;
         {
             const double h = last ? half : eps;
             for (i = 0; i < d; i++) p[i] -= h * g[i];
@@ -148,7 +149,7 @@ int fs_hmc_point_init(const fs_hmc_config *cfg, const fs_potential *drive,
     cur->u_drive = ud;
     cur->u_judge = uj;
     if ((want_drive_value && !fs_isfinite(ud)) || !fs_isfinite(uj)
-        || !all_finite(cur->grad, drive->dim))
+        || !fs_hmc_all_finite(cur->grad, drive->dim))
         return FS_ENONFINITE;
     return FS_OK;
 }
@@ -170,6 +171,7 @@ int fs_hmc_transition(const fs_hmc_config *cfg, const fs_potential *drive,
         if (n_steps > cfg->n_steps) n_steps = cfg->n_steps;
     }
     info->n_steps = n_steps;
+    info->tree_depth = 0;
     info->divergent = 0;
     info->accepted = 0;
     info->n_judge_evals = 0;
@@ -177,14 +179,14 @@ int fs_hmc_transition(const fs_hmc_config *cfg, const fs_potential *drive,
     info->energy_error = NAN;
     info->proposal_u = NAN;
 
-    draw_momentum(cfg, rng, p, z);
+    fs_hmc_draw_momentum(cfg, rng, p, z);
     k0 = fs_hmc_kinetic(cfg, p, v);
     h0 = cur->u_judge + k0;
     memcpy(q1, cur->q, sizeof(double) * (size_t)d);
     memcpy(g1, cur->grad, sizeof(double) * (size_t)d);
 
-    status = leapfrog(cfg, cfg->step_size, n_steps, drive, q1, g1, p, v,
-                      same || da, &ud1);
+    status = fs_hmc_leapfrog(cfg, cfg->step_size, n_steps, drive, q1, g1, p, v,
+                             same || da, &ud1);
     if (status == FS_ENONFINITE) {
         info->divergent = 1;
         info->accept_prob = 0.0;
@@ -294,7 +296,7 @@ int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
                const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
                fs_dual_avg *adapt, long n_iter, const fs_hmc_trace *tr,
                double *FS_RESTRICT work, volatile const int *stop, long *n_done,
-               double *step_size_out)
+               double *step_size_out, fs_hmc_hook *hook)
 {
     fs_hmc_config c = *cfg;
     fs_hmc_info info;
@@ -302,9 +304,14 @@ int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
     long it;
     int status = FS_OK;
 
-    for (it = 0; it < n_iter; it++) {
+    if (hook != NULL) hook->status = FS_OK;
+    if (cfg->algorithm == FS_ALGORITHM_NUTS && !same_potential(drive, judge))
+        status = FS_EINVAL;  /* NUTS has no separate judge */
+    for (it = 0; it < n_iter && status == FS_OK; it++) {
         if (stop != NULL && *stop) { status = FS_EINTERRUPT; break; }
-        status = fs_hmc_transition(&c, drive, judge, rng, cur, work, &info);
+        status = c.algorithm == FS_ALGORITHM_NUTS
+                     ? fs_nuts_transition(&c, drive, rng, cur, work, &info)
+                     : fs_hmc_transition(&c, drive, judge, rng, cur, work, &info);
         if (status != FS_OK) break;
         if (tr->draws) memcpy(tr->draws + (size_t)it * d, cur->q, sizeof(double) * (size_t)d);
         if (tr->potential) tr->potential[it] = cur->u_judge;
@@ -316,10 +323,19 @@ int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
         if (tr->divergent) tr->divergent[it] = (int8_t)info.divergent;
         if (tr->n_steps) tr->n_steps[it] = (int32_t)info.n_steps;
         if (tr->judge_evaluated) tr->judge_evaluated[it] = (int8_t)info.n_judge_evals;
+        if (tr->tree_depth) tr->tree_depth[it] = (int8_t)info.tree_depth;
         if (tr->proposals)
             memcpy(tr->proposals + (size_t)it * d, work + 2 * (size_t)d, sizeof(double) * (size_t)d);
         if (tr->proposal_potential) tr->proposal_potential[it] = info.proposal_u;
         if (adapt != NULL) c.step_size = fs_dual_avg_update(adapt, info.accept_prob);
+        if (hook != NULL) {
+            int refresh = 0;
+            status = hook->after_iteration(hook->state, it, rng, &info, cur,
+                                           work + 2 * (size_t)d, &refresh);
+            hook->status = status;
+            if (status == FS_OK && refresh) status = fs_hmc_point_init(&c, drive, judge, cur);
+            if (status != FS_OK) { it++; break; }
+        }
     }
     *n_done = it;
     if (step_size_out) *step_size_out = c.step_size;
@@ -338,11 +354,11 @@ static int one_step_delta_h(const fs_hmc_config *cfg, double eps, const fs_poten
     const int same = same_potential(drive, judge);
     double k0, k1, u1 = NAN;
     int status;
-    draw_momentum(cfg, rng, p, z);
+    fs_hmc_draw_momentum(cfg, rng, p, z);
     k0 = fs_hmc_kinetic(cfg, p, v);
     memcpy(q1, cur->q, sizeof(double) * (size_t)d);
     memcpy(g1, cur->grad, sizeof(double) * (size_t)d);
-    status = leapfrog(cfg, eps, 1, drive, q1, g1, p, v, same, &u1);
+    status = fs_hmc_leapfrog(cfg, eps, 1, drive, q1, g1, p, v, same, &u1);
     if (status == FS_OK && !same) status = judge->eval(judge->state, q1, &u1, NULL);
     if (status == FS_ENONFINITE) { *delta_h = -INFINITY; return FS_OK; }
     if (status != FS_OK) return status;

@@ -24,6 +24,7 @@ extern "C" {
 #endif
 
 enum { FS_METRIC_UNIT = 0, FS_METRIC_DIAG = 1, FS_METRIC_DENSE = 2 };
+enum { FS_ALGORITHM_HMC = 0, FS_ALGORITHM_NUTS = 1 };
 
 typedef struct fs_hmc_config {
     int dim;
@@ -38,6 +39,8 @@ typedef struct fs_hmc_config {
     const double *metric_chol;
     double max_energy_error;   /* dH above this is a divergence (Stan: 1000)    */
     int delayed_acceptance;    /* 1: first-stage test with the drive Hamiltonian */
+    int algorithm;             /* FS_ALGORITHM_*: the transition fs_hmc_run makes */
+    int max_tree_depth;        /* NUTS: at most 2^max_tree_depth - 1 steps (1..30) */
 } fs_hmc_config;
 
 /* The chain's current state, owned by the caller. */
@@ -59,6 +62,7 @@ typedef struct fs_hmc_info {
     int n_judge_evals;    /* judge evaluations made (0 when DA rejected early)  */
     double proposal_u;    /* judge U at the proposal; NaN if not evaluated     */
     int da_rejected;      /* rejected at the first (drive) stage                */
+    int tree_depth;       /* NUTS: doublings of the trajectory; 0 for HMC       */
 } fs_hmc_info;
 
 /* Per-iteration output arrays of a chain run; any pointer may be NULL. */
@@ -75,6 +79,7 @@ typedef struct fs_hmc_trace {
     int8_t *judge_evaluated;
     double *proposals;          /* n_iter * dim: the proposal of each iteration */
     double *proposal_potential; /* judge U at the proposal (NaN: not evaluated) */
+    int8_t *tree_depth;         /* NUTS tree depth (0 for HMC)                  */
 } fs_hmc_trace;
 
 /* Dual averaging of log(step size) (Hoffman & Gelman 2014, Stan's defaults). */
@@ -106,17 +111,43 @@ int fs_hmc_transition(const fs_hmc_config *cfg, const fs_potential *drive,
                       const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
                       double *FS_RESTRICT work, fs_hmc_info *info);
 
-/* n_iter transitions, storing draws and stats in `trace` row by row.
+/* A callback run by fs_hmc_run after each iteration (its trace row written
+   and the step size adapted), without the GIL: e.g. an online trainer that
+   absorbs the iteration's state or proposal and updates the drive
+   potential's weights.  `iteration` counts from 0 within the fs_hmc_run
+   call; `rng` is the chain's own stream (draws from it continue the chain's
+   sequence); `proposal` is the iteration's proposal (dim values; its judge U
+   is info->proposal_u).  Setting *refresh to 1 says the drive (or judge)
+   potential changed: the loop then re-evaluates the current point
+   (fs_hmc_point_init) before the next iteration.  A status other than FS_OK
+   stops the run after this iteration (counted in *n_done) and is returned;
+   positive values are free for the hook to mean "pause: the caller has work
+   to do, then continues", negative ones are errors. */
+typedef int (*fs_hmc_hook_fn)(void *state, long iteration, fs_rng *rng,
+                              const fs_hmc_info *info, const fs_hmc_point *cur,
+                              const double *proposal, int *refresh);
+
+typedef struct fs_hmc_hook {
+    void *state;
+    fs_hmc_hook_fn after_iteration;
+    int status;   /* out: what the hook last returned (FS_OK if not called) */
+} fs_hmc_hook;
+
+/* n_iter transitions (fs_hmc_transition, or fs_nuts_transition when
+   cfg->algorithm is FS_ALGORITHM_NUTS: then drive must be judge, else
+   FS_EINVAL, and work must hold fs_nuts_workspace_size doubles), storing
+   draws and stats in `trace` row by row.
    With `adapt` non-NULL the step size follows dual averaging after every
    iteration (cfg->step_size is the starting value; the final one is
    returned in *step_size_out when that is non-NULL).  Checks *stop before
    each iteration.  *n_done gets the number of completed iterations, also on
-   error or interruption (FS_EINTERRUPT). */
+   error or interruption (FS_EINTERRUPT).  `hook` (NULL: none) runs after
+   each iteration; see fs_hmc_hook_fn. */
 int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
                const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
                fs_dual_avg *adapt, long n_iter, const fs_hmc_trace *trace,
                double *FS_RESTRICT work, volatile const int *stop, long *n_done,
-               double *step_size_out);
+               double *step_size_out, fs_hmc_hook *hook);
 
 /* Stan's heuristic for an initial step size: double or halve the step until
    the acceptance probability of one leapfrog step crosses 0.8. */
@@ -125,8 +156,30 @@ int fs_hmc_find_step_size(const fs_hmc_config *cfg, const fs_potential *drive,
                           const fs_hmc_point *cur, double *FS_RESTRICT work,
                           double *step_size);
 
+/* ---- building blocks shared with fs_nuts.c ------------------------------ */
+
 /* Kinetic energy 0.5 p^T M^{-1} p, velocity v = M^{-1} p into v. */
 double fs_hmc_kinetic(const fs_hmc_config *cfg, const double *p, double *FS_RESTRICT v);
+
+/* Velocity v = M^{-1} p. */
+void fs_hmc_velocity(const fs_hmc_config *cfg, const double *p, double *FS_RESTRICT v);
+
+/* A momentum p ~ N(0, M) (z: dim doubles of scratch, used by DENSE). */
+void fs_hmc_draw_momentum(const fs_hmc_config *cfg, fs_rng *rng, double *FS_RESTRICT p,
+                          double *FS_RESTRICT z);
+
+/* 1 when all n values are finite. */
+int fs_hmc_all_finite(const double *x, int n);
+
+/* n_steps leapfrog steps of size eps (negative: backward in time) from
+   (q, p) with drive gradient g at q, all updated in place; v is scratch.
+   With want_value, the drive value at the final position goes to *u_end.
+   Returns FS_OK, FS_ENONFINITE (non-finite gradient or value: a divergence)
+   or a potential's error code. */
+int fs_hmc_leapfrog(const fs_hmc_config *cfg, double eps, int n_steps,
+                    const fs_potential *drive, double *FS_RESTRICT q,
+                    double *FS_RESTRICT g, double *FS_RESTRICT p,
+                    double *FS_RESTRICT v, int want_value, double *u_end);
 
 #ifdef __cplusplus
 }

@@ -29,14 +29,15 @@ except ImportError as _exc:
     raise
 from . import models, diagnostics, datasets
 from .result import Result
-from .samplers import HMC, RNSHMC, ARNSHMC, NNGHMC, VHMC, SAMPLERS
+from .samplers import HMC, NUTS, RNSHMC, ARNSHMC, NNGHMC, VHMC, SAMPLERS
 from . import surrogates
 from .diagnostics import approximation
 
 __version__ = "0.1.0.dev0"
 
 __all__ = ["Potential", "PotentialError", "TrainingError", "WeightedSum", "RecordingPotential",
-           "Result", "HMC", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "sample", "models", "surrogates",
+           "Result", "HMC", "NUTS", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "sample", "models",
+           "surrogates",
            "diagnostics", "approximation", "datasets", "get_include"]
 
 

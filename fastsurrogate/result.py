@@ -15,7 +15,7 @@ class Result:
     stats : dict of ndarray, each (chains, draws)
         Per-draw statistics: ``accepted``, ``accept_prob``, ``energy_error``,
         ``divergent``, ``n_steps``, ``potential`` (U at the draw), ``energy``,
-        ``step_size``, ``judge_evaluated``.
+        ``step_size``, ``judge_evaluated``, ``tree_depth`` (NUTS; 0 otherwise).
     warmup_draws : ndarray (chains, n_warmup, dim) or None
         Warm-up / exploration draws when kept.
     warmup_stats : dict of ndarray or None

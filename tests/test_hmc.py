@@ -225,7 +225,7 @@ def test_sample_argument_errors():
     with pytest.raises(ValueError, match="init"):
         fs.sample(target, init=np.array([np.nan, 0.0]), progress=False)
     with pytest.raises(ValueError, match="unknown method"):
-        fs.sample(target, method="nuts")
+        fs.sample(target, method="slice")
     with pytest.raises(TypeError, match="unexpected"):
         fs.sample(target, n_hiden=3)
     with pytest.raises(TypeError, match="seed"):

@@ -1,4 +1,4 @@
-# Declarations of csrc/fs_hmc.h.
+# Declarations of csrc/fs_hmc.h and csrc/fs_nuts.h.
 from libc.stdint cimport int8_t, int32_t
 from fastsurrogate.core._common cimport fs_potential, fs_rng
 
@@ -7,6 +7,9 @@ cdef extern from "fs_hmc.h" nogil:
         FS_METRIC_UNIT
         FS_METRIC_DIAG
         FS_METRIC_DENSE
+    enum:
+        FS_ALGORITHM_HMC
+        FS_ALGORITHM_NUTS
 
     ctypedef struct fs_hmc_config:
         int dim
@@ -18,6 +21,8 @@ cdef extern from "fs_hmc.h" nogil:
         const double *metric_chol
         double max_energy_error
         int delayed_acceptance
+        int algorithm
+        int max_tree_depth
 
     ctypedef struct fs_hmc_point:
         double *q
@@ -35,6 +40,7 @@ cdef extern from "fs_hmc.h" nogil:
         int n_judge_evals
         int da_rejected
         double proposal_u
+        int tree_depth
 
     ctypedef struct fs_hmc_trace:
         double *draws
@@ -49,11 +55,21 @@ cdef extern from "fs_hmc.h" nogil:
         int8_t *judge_evaluated
         double *proposals
         double *proposal_potential
+        int8_t *tree_depth
 
     ctypedef struct fs_dual_avg:
         double mu, gamma, t0, kappa, delta
         double h_bar, log_eps, log_eps_bar
         double count
+
+    ctypedef int (*fs_hmc_hook_fn)(void *state, long iteration, fs_rng *rng,
+                                   const fs_hmc_info *info, const fs_hmc_point *cur,
+                                   const double *proposal, int *refresh) noexcept nogil
+
+    ctypedef struct fs_hmc_hook:
+        void *state
+        fs_hmc_hook_fn after_iteration
+        int status
 
     void fs_dual_avg_init(fs_dual_avg *da, double step_size, double delta)
     double fs_dual_avg_update(fs_dual_avg *da, double accept_prob)
@@ -67,8 +83,25 @@ cdef extern from "fs_hmc.h" nogil:
                    const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
                    fs_dual_avg *adapt, long n_iter, const fs_hmc_trace *trace,
                    double *work, const int *stop, long *n_done,
-                   double *step_size_out)
+                   double *step_size_out, fs_hmc_hook *hook)
     int fs_hmc_find_step_size(const fs_hmc_config *cfg, const fs_potential *drive,
                               const fs_potential *judge, fs_rng *rng,
                               const fs_hmc_point *cur, double *work,
                               double *step_size)
+
+
+cdef extern from "fs_nuts.h" nogil:
+    enum:
+        FS_NUTS_MAX_TREE_DEPTH
+
+    size_t fs_nuts_workspace_size(int dim, int max_tree_depth)
+    int fs_nuts_transition(const fs_hmc_config *cfg, const fs_potential *pot, fs_rng *rng,
+                           fs_hmc_point *cur, double *work, fs_hmc_info *info)
+
+
+cdef class ChainHook:
+    # A C callback that Chain.run calls after each iteration (fs_hmc_hook).
+    # Subclasses point hook.state at their C state and hook.after_iteration
+    # at a `noexcept nogil` function; they may override `check` to turn the
+    # hook's negative statuses into exceptions with context.
+    cdef fs_hmc_hook hook

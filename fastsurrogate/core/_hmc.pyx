@@ -1,4 +1,5 @@
-"""One HMC chain whose whole loop runs in C (csrc/fs_hmc.c) without the GIL.
+"""One HMC or NUTS chain whose whole loop runs in C (csrc/fs_hmc.c,
+csrc/fs_nuts.c) without the GIL.
 
 `Chain` is the building block of every sampler in fastsurrogate: it holds the
 current state, the step size and mass matrix, the dual-averaging state and
@@ -7,7 +8,6 @@ iterations into caller-provided trace arrays.
 """
 
 from cpython.pycapsule cimport PyCapsule_GetPointer
-from libc.string cimport memcpy
 from libc.math cimport exp
 
 import numpy as np
@@ -15,7 +15,7 @@ cimport numpy as cnp
 from numpy.random cimport bitgen_t
 from numpy.random.c_distributions cimport random_standard_normal
 
-from fastsurrogate.core._common cimport fs_rng, fs_potential, FS_OK, FS_ENONFINITE, FS_EINTERRUPT
+from fastsurrogate.core._common cimport fs_rng, FS_OK, FS_ENONFINITE, FS_EINTERRUPT
 from fastsurrogate.core._potential cimport Potential
 from fastsurrogate.core._potential import raise_for_status
 
@@ -34,7 +34,11 @@ TRACE_FIELDS = {
     "divergent": np.int8,
     "n_steps": np.int32,
     "judge_evaluated": np.int8,
+    "tree_depth": np.int8,
 }
+
+ALGORITHMS = {"hmc": FS_ALGORITHM_HMC, "nuts": FS_ALGORITHM_NUTS}
+MAX_TREE_DEPTH = FS_NUTS_MAX_TREE_DEPTH
 
 
 def new_trace(long n, int dim, bint proposals=False):
@@ -53,6 +57,34 @@ def new_trace(long n, int dim, bint proposals=False):
     return out
 
 
+cdef class ChainHook:
+    """Base of the C callbacks that :meth:`Chain.run` calls after each iteration.
+
+    A subclass (in Cython) fills ``self.hook``: ``state`` and
+    ``after_iteration``, a ``noexcept nogil`` C function with the
+    ``fs_hmc_hook_fn`` signature of csrc/fs_hmc.h.  The callback runs inside
+    the chain loop without the GIL; it may draw from the chain's random
+    stream, change the drive potential (and ask for the current point to be
+    re-evaluated), or stop the run with a status: a positive one is a pause
+    (``Chain.run`` returns it; the caller does its part and runs on), a
+    negative one an error, raised by :meth:`check`.
+    """
+
+    def __cinit__(self, *args, **kwargs):
+        self.hook.state = NULL
+        self.hook.after_iteration = NULL
+        self.hook.status = FS_OK
+
+    @property
+    def status(self):
+        """What the callback returned last (0 when it was not called)."""
+        return self.hook.status
+
+    def check(self, int status, str where):
+        """Raise the exception for a negative status of the callback."""
+        raise_for_status(status, where)
+
+
 cdef double _rng_normal(void *s) noexcept nogil:
     return random_standard_normal(<bitgen_t *>s)
 
@@ -63,7 +95,7 @@ cdef double _rng_uniform(void *s) noexcept nogil:
 
 
 cdef class Chain:
-    """State of one HMC chain driven by `drive` and judged by `judge`.
+    """State of one HMC (or NUTS) chain driven by `drive` and judged by `judge`.
 
     Parameters
     ----------
@@ -77,7 +109,8 @@ cdef class Chain:
         The chain's random stream (momenta, uniforms, random path lengths).
     step_size : float
     n_steps : int
-        Leapfrog steps per iteration (the maximum when ``random_n_steps``).
+        Leapfrog steps per iteration (the maximum when ``random_n_steps``);
+        unused by NUTS.
     random_n_steps : bool
         Draw the number of steps uniformly from 1..n_steps each iteration.
     inv_metric : None, array (dim,) or (dim, dim)
@@ -86,6 +119,13 @@ cdef class Chain:
         An energy error above this is a divergence.
     delayed_acceptance : bool
         Screen proposals with the drive Hamiltonian before evaluating the judge.
+    algorithm : {"hmc", "nuts"}
+        The transition: HMC with a fixed (or random) path length, or Stan's
+        multinomial No-U-Turn sampler (``drive`` must then be ``judge``, and
+        neither ``random_n_steps`` nor ``delayed_acceptance`` applies).
+    max_tree_depth : int
+        NUTS: at most 2**max_tree_depth - 1 leapfrog steps per iteration
+        (1 .. MAX_TREE_DEPTH).
     """
 
     cdef Potential drive
@@ -102,7 +142,7 @@ cdef class Chain:
     def __init__(self, Potential drive not None, Potential judge not None, q0, generator,
                  double step_size=0.1, int n_steps=10, bint random_n_steps=False,
                  inv_metric=None, double max_energy_error=1000.0,
-                 bint delayed_acceptance=False):
+                 bint delayed_acceptance=False, algorithm="hmc", max_tree_depth=10):
         cdef int d = drive.pot.dim
         if drive.pot.eval == NULL or judge.pot.eval == NULL:
             raise TypeError("drive and judge must be initialised Potentials")
@@ -116,6 +156,22 @@ cdef class Chain:
             raise ValueError(f"n_steps must be >= 1, got {n_steps}")
         if not max_energy_error > 0:
             raise ValueError("max_energy_error must be positive")
+        if not isinstance(algorithm, str):
+            raise TypeError(f"algorithm must be a string, got {type(algorithm).__name__}")
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, got {algorithm!r}")
+        if isinstance(max_tree_depth, bool) or not isinstance(max_tree_depth, (int, np.integer)):
+            raise TypeError(f"max_tree_depth must be an integer, got {type(max_tree_depth).__name__}")
+        if not 1 <= max_tree_depth <= FS_NUTS_MAX_TREE_DEPTH:
+            raise ValueError(f"max_tree_depth must be in 1..{FS_NUTS_MAX_TREE_DEPTH}, "
+                             f"got {max_tree_depth}")
+        if algorithm == "nuts":
+            if not (drive is judge or (drive.pot.eval == judge.pot.eval
+                                       and drive.pot.state == judge.pot.state)):
+                raise ValueError("NUTS takes one potential: pass the same Potential as "
+                                 "drive and judge")
+            if random_n_steps or delayed_acceptance:
+                raise ValueError("random_n_steps and delayed_acceptance do not apply to NUTS")
         self.drive = drive
         self.judge = judge
         self.generator = generator
@@ -124,7 +180,11 @@ cdef class Chain:
         self.rng.state = PyCapsule_GetPointer(bg.capsule, "BitGenerator")
         self.rng.normal = _rng_normal
         self.rng.uniform = _rng_uniform
-        self._work = np.zeros(fs_hmc_workspace_size(d))
+        self.cfg.algorithm = ALGORITHMS[algorithm]
+        self.cfg.max_tree_depth = max_tree_depth
+        self._work = np.zeros(max(fs_hmc_workspace_size(d),
+                                  fs_nuts_workspace_size(d, max_tree_depth)
+                                  if algorithm == "nuts" else 0))
         self.cfg.dim = d
         self.cfg.step_size = step_size
         self.cfg.n_steps = n_steps
@@ -198,6 +258,15 @@ cdef class Chain:
         return self.cfg.n_steps
 
     @property
+    def algorithm(self):
+        """"hmc" or "nuts"."""
+        return "nuts" if self.cfg.algorithm == FS_ALGORITHM_NUTS else "hmc"
+
+    @property
+    def max_tree_depth(self):
+        return self.cfg.max_tree_depth
+
+    @property
     def inv_metric(self):
         """The inverse mass matrix: None (identity), (dim,) or (dim, dim)."""
         return None if self._inv_metric is None else self._inv_metric.copy()
@@ -264,13 +333,16 @@ cdef class Chain:
         return self.cfg.step_size
 
     # -- running -----------------------------------------------------------
-    def run(self, dict trace, long start, long n_iter, stop=None):
+    def run(self, dict trace, long start, long n_iter, stop=None, ChainHook hook=None):
         """Run n_iter iterations, writing rows start .. start+n_iter-1 of `trace`.
 
         `trace` comes from `new_trace`.  `stop` is an optional int32 array of
         one element; when another thread sets it non-zero, the loop stops
-        before its next iteration.  Returns ``(n_done, status)``; a potential's
-        exception is raised here (the rows before it are filled).
+        before its next iteration.  `hook` (a :class:`ChainHook`) runs in C
+        after each iteration.  Returns ``(n_done, status)``: status 0, or
+        STATUS_INTERRUPTED, or the hook's positive pause code (the paused
+        iteration is counted in n_done); a potential's or the hook's error is
+        raised here (the rows before it are filled).
         """
         cdef int d = self.cfg.dim
         cdef fs_hmc_trace tr
@@ -303,6 +375,7 @@ cdef class Chain:
         tr.divergent = <int8_t *>cnp.PyArray_DATA(trace["divergent"]) + start
         tr.n_steps = <int32_t *>cnp.PyArray_DATA(trace["n_steps"]) + start
         tr.judge_evaluated = <int8_t *>cnp.PyArray_DATA(trace["judge_evaluated"]) + start
+        tr.tree_depth = <int8_t *>cnp.PyArray_DATA(trace["tree_depth"]) + start
         tr.proposals = NULL
         tr.proposal_potential = NULL
         if "proposals" in trace:
@@ -314,14 +387,23 @@ cdef class Chain:
             tr.proposals = <double *>cnp.PyArray_DATA(pa) + start * d
             tr.proposal_potential = <double *>cnp.PyArray_DATA(pu) + start
         cdef fs_dual_avg *da = &self.da if self.adapting else NULL
+        cdef fs_hmc_hook *hp = NULL
+        if hook is not None:
+            if hook.hook.after_iteration == NULL:
+                raise TypeError(f"{type(hook).__name__} has no C callback")
+            hp = &hook.hook
         with self.lock:
             with nogil:
                 status = fs_hmc_run(&self.cfg, &self.drive.pot, &self.judge.pot, &self.rng,
                                     &self.cur, da, n_iter, &tr,
                                     <double *>cnp.PyArray_DATA(self._work), stop_ptr,
-                                    &n_done, &eps_out)
+                                    &n_done, &eps_out, hp)
         if self.adapting:
             self.cfg.step_size = eps_out
+        if hp != NULL and status != FS_OK and status == hp.status:
+            if status > 0:
+                return n_done, status
+            hook.check(status, f"{type(hook).__name__} at iteration {start + n_done - 1}")
         if status != FS_EINTERRUPT:
             self._raise(status, f"iteration {start + n_done}")
         return n_done, status

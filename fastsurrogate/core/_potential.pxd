@@ -5,7 +5,9 @@
 # `pot.pot.eval(pot.pot.state, q, &value, grad)` with no Python in the loop
 # (the GIL may be released when `pot.thread_safe` is true).
 
-from fastsurrogate.core._common cimport fs_potential
+cimport numpy as cnp
+
+from fastsurrogate.core._common cimport fs_potential, fs_pool
 
 cdef class Potential:
     cdef fs_potential pot
@@ -26,6 +28,9 @@ cdef extern from "fs_compose.h" nogil:
     ctypedef struct fs_weighted_sum:
         int dim
         int n_terms
+        const fs_potential *terms
+        const double *weights
+        fs_pool pool
     int fs_weighted_sum_init(fs_weighted_sum *st, int dim, int n_terms,
                              const fs_potential *terms, const double *weights)
     void fs_weighted_sum_free(fs_weighted_sum *st)
@@ -42,3 +47,13 @@ cdef extern from "fs_compose.h" nogil:
         double *g_buf
         double *u_buf
     int fs_recorder_eval(void *state, const double *q, double *value, double *grad)
+
+
+cdef class WeightedSum(Potential):
+    # st.weights points into _weights (read at every evaluation): C code that
+    # holds this object may write new weights there between evaluations.
+    cdef fs_weighted_sum st
+    cdef bint _ready
+    cdef cnp.ndarray _terms_mem
+    cdef cnp.ndarray _weights
+    cdef readonly tuple potentials

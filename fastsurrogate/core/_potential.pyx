@@ -342,12 +342,6 @@ cdef class WeightedSum(Potential):
     0.75
     """
 
-    cdef fs_weighted_sum st
-    cdef bint _ready
-    cdef cnp.ndarray _terms_mem
-    cdef cnp.ndarray _weights
-    cdef readonly tuple potentials
-
     def __cinit__(self, *args, **kwargs):
         self._ready = False
 

@@ -6,13 +6,14 @@ looks names up there, so registering a class of your own is one line.
 """
 from ._base import Sampler, check_int, check_positive
 from .hmc import HMC
+from .nuts import NUTS
 from .rns_hmc import RNSHMC
 from .arns_hmc import ARNSHMC
 from .nnghmc import NNGHMC
 from .vhmc import VHMC
 
-SAMPLERS = {"hmc": HMC, "rns-hmc": RNSHMC, "arns-hmc": ARNSHMC, "nnghmc": NNGHMC,
-            "vhmc": VHMC}
+SAMPLERS = {"hmc": HMC, "nuts": NUTS, "rns-hmc": RNSHMC, "arns-hmc": ARNSHMC,
+            "nnghmc": NNGHMC, "vhmc": VHMC}
 
-__all__ = ["Sampler", "HMC", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "SAMPLERS", "check_int",
-           "check_positive"]
+__all__ = ["Sampler", "HMC", "NUTS", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "SAMPLERS",
+           "check_int", "check_positive"]

@@ -229,22 +229,23 @@ class ChainContext:
         """Run rows start..stop_row-1 of `trace` in chunks of about 0.2 s.
 
         ``hook`` (a :class:`~fastsurrogate.core.ChainHook`) runs in C after
-        every iteration.  Returns the row reached.
+        every iteration; when it pauses the run (a positive status), this
+        returns early, at the row after the paused iteration, for the hook's
+        owner to act.  Returns the row reached.
         """
         i = start
         while i < stop_row:
             n = min(self.chunk, stop_row - i)
             t0 = time.perf_counter()
-            if hook is None:
-                n_done, status = chain.run(trace, i, n, self.run.stop)
-            else:
-                n_done, status = chain.run(trace, i, n, self.run.stop, hook=hook)
+            n_done, status = chain.run(trace, i, n, self.run.stop, hook)
             dt = time.perf_counter() - t0
             i += n_done
             self.done[key] = i
             self.report(n_done)
             if status == STATUS_INTERRUPTED:
                 raise Interrupted
+            if status > 0:
+                return i
             if n_done == n:
                 per = max(dt / max(n_done, 1), 1e-7)
                 self.chunk = int(min(max(self.target_seconds / per, 1), 20000))

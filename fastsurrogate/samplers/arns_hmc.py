@@ -17,18 +17,19 @@ Phases (per chain)
    With ``max_points`` the updates stop once the trainer has seen that
    many points: finite adaptation, after which the surrogate is fixed.
 
-The loop runs in chunks of ``update_every`` iterations in C; after each
-chunk the trainer absorbs the chunk's states and one coin with probability
-1 - prod(1 - a_t) over the chunk decides the switch (the per-iteration coins
-of Algorithm 4, collapsed to the chunk).
+The loop runs in C; after every block of ``update_every`` iterations a
+chain hook (in C, without Python) absorbs the block's points and one coin
+with probability 1 - prod(1 - a_t) over the block, from the chain's own
+stream, decides the switch (the per-iteration coins of Algorithm 4,
+collapsed to the block).
 """
 import time
 
 import numpy as np
 
 from ..core._blas_threads import blas_threads
-from ..core._potential import PotentialError
-from ..surrogates._online import GrevilleTrainer, SMWTrainer
+from ..surrogates._online import OnlineLayerHook
+from ..surrogates.online import OnlineOutputLayer, with_bias, set_output_weights
 from ..surrogates.random_network import train_random_network
 from ._base import check_int
 from .rns_hmc import RNSHMC, surrogate_seed
@@ -168,132 +169,46 @@ class ARNSHMC(RNSHMC):
                                    ridge=self.ridge, standardize=self.standardize,
                                    input_scale=self.input_scale, seed=[seed, ctx.index])
         ctx.offset = float(U.min())
-        H = _with_bias(net.features(Q))
+        H = with_bias(net.features(Q))
         lam = self.online_ridge
         if lam is None:
             # at least 1e-8 relative: the recursion starts from P = I / lam
             rel = max(net.info["ridge"], 1e-8)
             lam = rel * float(np.mean(np.einsum("ij,ij->i", H, H)))
-        ctx.trainer = _OnlineLayer(H, U - ctx.offset, lam, self.update_every, self.resync_every)
-        _set_weights(net, ctx.trainer.weights, ctx.offset)
+        ctx.trainer = OnlineOutputLayer(H, U - ctx.offset, lam, self.update_every, self.resync_every)
+        set_output_weights(net, ctx.trainer.weights, ctx.offset)
         ctx.net = net
-        ctx.history = ([Q], [U])
+        ctx.history = (Q, U)
         ctx.chain = self._continue_chain(ctx.chain, net)
 
     def adapt_and_sample(self, ctx):
-        """Adapt-and-sample: chunks of update_every iterations in C; after each,
-        the trainer absorbs the chunk's points and one coin decides the switch."""
-        chain, trace, trainer, net = ctx.chain, ctx.main, ctx.trainer, ctx.net
-        n_draws, offset = ctx.run.n_draws, ctx.offset
-        hist_Q, hist_U = ctx.history
-        t, i = 0, 0
+        """Adapt-and-sample (Algorithm 4) for the kept draws.
+
+        The online updates and the switch coins run in C after each iteration
+        (:class:`~fastsurrogate.surrogates._online.OnlineLayerHook`); Python is
+        entered at the end of each span of iterations (a clock mark), when
+        ``max_points`` stops the updates, and for a batch re-solve (a numerical
+        breakdown, or ``resync_every``).
+        """
+        trainer, net, offset, n_draws = ctx.trainer, ctx.net, ctx.offset, ctx.run.n_draws
         t_start = time.perf_counter()
-        adapting = self.max_points is None or trainer.n_seen < self.max_points
-        if not adapting:
-            ctx.stopped = 0          # the start set already fills max_points
-        while i < n_draws:
-            # after the stop only the clock marks need chunks
-            span = self.update_every if adapting else max(self.update_every, 250)
-            first, end = i, min(i + span, n_draws)
-            i = ctx.run_span(chain, trace, first, end, "sample")
-            ctx.clock.append((i, time.perf_counter() - t_start))
-            if not adapting:
-                continue
-            q_key, u_key = (("proposals", "proposal_potential")
-                            if self.online_data == "proposals" else ("draws", "potential"))
-            Qn, Un = trace[q_key][first:i], trace[u_key][first:i]
-            ok = np.isfinite(Un)
-            Qn, Un = Qn[ok], Un[ok]
-            if self.max_points is not None:
-                room = self.max_points - trainer.n_seen
-                Qn, Un = Qn[:room], Un[:room]
-            hist_Q.append(Qn)
-            hist_U.append(Un)
-            if Qn.shape[0]:
-                trainer.absorb(_with_bias(net.features(Qn)), Un - offset,
-                               lambda: (_with_bias(net.features(np.concatenate(hist_Q))),
-                                        np.concatenate(hist_U) - offset))
-            ts = np.arange(t + 1, t + (i - first) + 1, dtype=float)
-            t += i - first
-            if self.max_points is not None and trainer.n_seen >= self.max_points:
-                # finite adaptation: the final weights, from here on fixed
-                _set_weights(net, trainer.weights, offset)
-                ctx.switches.append(i)
-                ctx.stopped = i
-                adapting = False
-                continue
-            a = ts ** (-self.exponent)
-            if chain.generator.uniform() < 1.0 - np.prod(1.0 - a):
-                _set_weights(net, trainer.weights, offset)
-                ctx.switches.append(i)
-
-
-class _OnlineLayer:
-    """The output layer's online least squares (with a constant feature).
-
-    Ridge > 0: recursive ridge least squares, absorbing each chunk of up to
-    ``block`` points in one Sherman-Morrison-Woodbury block update (BLAS 3;
-    the same estimator as point-by-point recursion, many times faster).
-    Ridge = 0: Greville's pseudo-inverse recursion, point by point.
-    A numerical breakdown, or ``resync_every`` points, triggers a batch
-    re-solve from every point seen (``data()`` supplies them).
-    """
-
-    def __init__(self, H, y, ridge, block, resync_every):
-        self.ridge, self.block, self.resync_every = ridge, block, resync_every
-        self.n_resolves = 0
-        self._since = 0
-        if ridge > 0:
-            self._smw = SMWTrainer(H.shape[1], block, ridge)
-            self._smw.solve_batch(*_blocks(H, y, block))
-            self._greville = None
+        hook = None
+        if self.max_points is None or trainer.n_seen < self.max_points:
+            Q, U = ctx.history
+            hook = OnlineLayerHook(net, trainer.trainer, offset, self.update_every,
+                                   self.exponent, n_draws, Q, U, max_points=self.max_points,
+                                   resync_every=self.resync_every,
+                                   proposals=self.online_data == "proposals")
         else:
-            self._smw = None
-            self._greville = GrevilleTrainer.from_batch(H, y)
-        self.n_seen = H.shape[0]
-
-    @property
-    def weights(self):
-        return (self._smw or self._greville).weights
-
-    def absorb(self, H, y, data):
-        try:
-            if self._smw is not None:
-                A, g = _blocks(H, y, self.block)
-                for j in range(A.shape[0]):
-                    self._smw.update(A[j], g[j])
-            else:
-                self._greville.update_many(H, y)
-            failed = False
-        except PotentialError:
-            failed = True
-        self.n_seen += H.shape[0]
-        self._since += H.shape[0]
-        if failed or (self.resync_every and self._since >= self.resync_every):
-            Ha, ya = data()
-            if self._smw is not None:
-                self._smw.solve_batch(*_blocks(Ha, ya, self.block))
-            else:
-                self._greville.resync(Ha, ya)
-            self._since = 0
-            self.n_resolves += 1
-
-
-def _blocks(H, y, k):
-    """(n, s) rows and (n,) targets as (ceil(n/k), k, s) and (., k) blocks, zero-padded
-    (a zero row with a zero target adds nothing to the least squares)."""
-    n, s = H.shape
-    nb = -(-n // k)
-    A = np.zeros((nb * k, s))
-    g = np.zeros(nb * k)
-    A[:n], g[:n] = H, y
-    return A.reshape(nb, k, s), g.reshape(nb, k)
-
-
-def _with_bias(H):
-    return np.hstack([H, np.ones((H.shape[0], 1))])
-
-
-def _set_weights(net, w, offset):
-    net.output_weights = w[:-1]
-    net.out_bias = float(w[-1]) + offset
+            ctx.stopped = 0                 # the start set already fills max_points
+        span, i = max(self.update_every, 250), 0
+        while i < n_draws:
+            i = ctx.run_span(ctx.chain, ctx.main, i, min(i + span, n_draws), "sample", hook)
+            if hook is not None and hook.pending:
+                Qh, Uh = hook.history()
+                trainer.resolve(with_bias(net.features(Qh)), Uh - offset)
+                hook.finish_block()
+            ctx.clock.append((i, time.perf_counter() - t_start))
+            if hook is not None:
+                trainer.n_seen = hook.n_seen
+                ctx.switches, ctx.stopped = list(hook.switches), hook.stopped

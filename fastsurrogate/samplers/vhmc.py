@@ -17,8 +17,9 @@ Phases
    updated by one Sherman-Morrison-Woodbury step (3.20-3.21, in C).  mu_t
    rises from 0 to 1 (1 - exp(-t / n_s) by default), so the chain starts
    on the Laplace approximation and hands over to the network as it learns.
-   Each iteration is one call into the C chain loop; the Python around it
-   only fetches grad U at accepted states and updates the weights.
+   The training step runs inside the C chain loop, after each iteration (a
+   chain hook: grad U at accepted states, the SMW update, the new mu_t);
+   Python is entered once per chunk of iterations.
 2. sample: training stops at t0 (fixed, or when the weights settle) and the
    surrogate is frozen at V = V_{t0}.  The rest of the warm-up (if any) and
    every draw then run wholly in C with V as drive and judge: no exact
@@ -34,12 +35,12 @@ target the exact posterior.
 import numpy as np
 
 from ..core._blas_threads import blas_threads
-from ..core._hmc import Chain, STATUS_INTERRUPTED
-from ..core._potential import WeightedSum, PotentialError
+from ..core._hmc import Chain
+from ..core._potential import WeightedSum
 from ..surrogates._network import RandomNetwork
-from ..surrogates._online import SMWTrainer
+from ..surrogates._online import SMWTrainer, ScoreMatchingHook
 from ..surrogates.laplace import LaplaceApproximation, laplace_approximation
-from ._base import check_int, check_positive, check_metric, Interrupted
+from ._base import check_int, check_positive, check_metric
 from .hmc import HMC
 from .rns_hmc import surrogate_seed
 
@@ -60,7 +61,16 @@ def default_n_hidden(dim):
 def _exp_schedule(n_s):
     def mu(t):
         return -np.expm1(-t / n_s)
+    mu.vectorized = True
     return mu
+
+
+def _mu_table(mu_fn, t_max):
+    """mu[t] for t = 1 .. t_max (mu[0] = NaN, unused), checked in [0, 1] by the hook.
+    The default schedule takes all t at once; a user's mu(t) is called per t."""
+    t = np.arange(1, t_max + 1)
+    values = mu_fn(t) if getattr(mu_fn, "vectorized", False) else [mu_fn(int(k)) for k in t]
+    return np.concatenate([[np.nan], np.asarray(values, dtype=np.float64)])
 
 
 class VHMC(HMC):
@@ -256,66 +266,48 @@ class VHMC(HMC):
         return net, V, lam
 
     def train(self, chain, trace, ctx, t_max, net, V, trainer, mu_fn, curve):
-        """Algorithm 2 for t = 0 .. t0 - 1; returns t0.  Appends to `curve` (dict of lists)."""
-        exact = self.potential
-        s = self.n_hidden
-        v = np.zeros(s)
+        """Algorithm 2 for t = 0 .. t0 - 1; returns t0.  Appends to `curve` (dict of lists).
+
+        The training step runs in C after each iteration
+        (:class:`~fastsurrogate.surrogates._online.ScoreMatchingHook`): Python
+        is entered once per chunk of iterations (once per ``window`` with the
+        "auto" rule, whose check runs here), and after a breakdown of the
+        SMW recursion, to re-solve (3.19) from every point seen.
+        """
         auto = self.n_train == "auto"
-        probes = []
-        points = []
+        mu = _mu_table(mu_fn, t_max)
+        hook = ScoreMatchingHook(self.potential, net, V, trainer, mu)
         v_check = None
-        accepted = trace["accepted"]
-        draws = trace["draws"]
-        report_every = 16
         t = 0
         while t < t_max:
-            n_done, status = chain.run(trace, t, 1, ctx.stop)
-            if status == STATUS_INTERRUPTED or n_done == 0:
-                ctx.done["warmup"] = t
-                raise Interrupted
-            if accepted[t]:
-                q = draws[t]
-                g = exact.grad(q)
-                if np.all(np.isfinite(g)):
-                    A = net.grad_features(q)
-                    r = A @ v - g
-                    points.append((q.copy(), g))
-                    try:
-                        trainer.update(A, g)
-                    except PotentialError:
-                        # C lost definiteness after many downdates: re-solve (3.19)
-                        # from every point seen (recomputing their features)
-                        _resolve(trainer, net, points)
-                        curve["resolves"].append(t)
-                    v = trainer.weights
-                    net.output_weights = v
-                    curve["iteration"].append(t)
-                    curve["sq_error"].append(float(r @ r))
-                    curve["sq_grad"].append(float(g @ g))
-                    if auto:
-                        probes.append(A)
-                        if len(probes) > _PROBES:
-                            probes.pop(0)
-            t += 1
-            m = mu_fn(t)
-            curve["mu"].append(m)
-            V.weights = (m, 1.0 - m)
-            # V changed: the chain's cached V and grad V at its state are stale
-            chain.set_position(draws[t - 1])
-            ctx.done["warmup"] = t
-            if t % report_every == 0:
-                ctx.report(report_every)
-            if auto and t % self.window == 0 and probes:
-                P = np.concatenate(probes)
+            end = min((t // self.window + 1) * self.window, t_max) if auto else t_max
+            t = ctx.run_span(chain, trace, t, end, "warmup", hook=hook)
+            if hook.pending:
+                # C lost definiteness after many downdates: re-solve (3.19)
+                # from every point seen (recomputing their features)
+                _resolve(trainer, net, list(zip(*hook.points())))
+                curve["resolves"].append(t - 1)
+                net.output_weights = trainer.weights
+                hook.finish_iteration()
+                # V changed: the chain's cached V and grad V at its state are stale
+                chain.set_position(chain.position)
+            if auto and t % self.window == 0 and hook.n_points:
+                Q = hook.points()[0][-_PROBES:]
+                P = np.concatenate([net.grad_features(q) for q in Q])
+                v = trainer.weights
                 if v_check is not None:
                     now = P @ v
                     change = float(np.linalg.norm(now - P @ v_check) /
                                    max(np.linalg.norm(now), np.finfo(float).tiny))
                     curve["weight_change"].append((t, change))
-                    if change < self.tol and m >= _AUTO_MU:
+                    if change < self.tol and mu[t] >= _AUTO_MU:
                         break
-                v_check = v.copy()
-        ctx.report(t % report_every)
+                v_check = v
+        iteration, sq_error, sq_grad = hook.curve()
+        curve["iteration"].extend(iteration.tolist())
+        curve["sq_error"].extend(sq_error.tolist())
+        curve["sq_grad"].extend(sq_grad.tolist())
+        curve["mu"].extend(mu[1:t + 1].tolist())
         return t
 
     # -- the algorithm -----------------------------------------------------------

@@ -73,3 +73,11 @@ cdef class RandomNetwork(Potential):
 
     cdef object _as_points(self, Q, str name)
     cdef object _as_vec(self, a, str name)
+
+
+# The kernels above for other extensions (cimport these: the C functions are
+# compiled into this module only).
+cdef int network_features(const fs_network *net, size_t n, const double *Q, double *H,
+                          double *work) noexcept nogil
+cdef int network_grad_features(const fs_network *net, const double *q, double *A,
+                               double *work) noexcept nogil

@@ -470,6 +470,17 @@ cdef class RandomNetwork(Potential):
         return self._batch(Q, True, True)
 
 
+# -- C entry points for other extensions (declared in _network.pxd) ---------------
+cdef int network_features(const fs_network *net, size_t n, const double *Q, double *H,
+                          double *work) noexcept nogil:
+    return fs_network_features(net, n, Q, H, work)
+
+
+cdef int network_grad_features(const fs_network *net, const double *q, double *A,
+                               double *work) noexcept nogil:
+    return fs_network_grad_features(net, q, A, work)
+
+
 # -- test hooks ------------------------------------------------------------------
 def _exp(x, bint scalar=False):
     """exp(x) by the C kernel the networks use (`scalar`: the portable code path)."""

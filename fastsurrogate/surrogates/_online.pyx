@@ -18,9 +18,17 @@ import threading
 import numpy as np
 cimport numpy as cnp
 from libc.stdlib cimport malloc, free
-from libc.math cimport isfinite
+from libc.math cimport isfinite, pow
+
+from libc.string cimport memcpy
 
 from fastsurrogate.core._blas cimport blas_table
+from fastsurrogate.core._common cimport fs_potential, fs_rng, FS_OK, FS_EINVAL
+from fastsurrogate.core._potential cimport Potential, WeightedSum
+from fastsurrogate.core._hmc cimport ChainHook, fs_hmc_info, fs_hmc_point
+from fastsurrogate.surrogates._network cimport (RandomNetwork, fs_network,
+                                                network_features, network_grad_features)
+from libc.stdint cimport int64_t
 from fastsurrogate.core._potential import raise_for_status, TrainingError
 from fastsurrogate.core._checks import real_array
 
@@ -440,3 +448,499 @@ cdef class SMWTrainer:
     def __repr__(self):
         return (f"SMWTrainer(n_hidden={self.state.s}, dim={self.state.d}, "
                 f"ridge={self.state.lambda_!r}, n_seen={self.state.n_seen})")
+
+
+# ---- chain hooks: the online trainers inside the C chain loop -----------------
+#
+# These run in fs_hmc_run after each iteration (fastsurrogate.core._hmc.ChainHook),
+# without the GIL, so a sampler that trains its surrogate while it runs enters
+# Python once per chunk of iterations, not once per iteration.
+
+# Positive statuses of the hooks: pauses that Chain.run hands back to Python.
+cdef enum:
+    _HOOK_RESOLVE = 1    # an online update broke down: re-solve in batch, then finish
+HOOK_RESOLVE = _HOOK_RESOLVE
+
+cdef int _all_finite(const double *x, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if not isfinite(x[i]):
+            return 0
+    return 1
+
+
+cdef struct _score_state:
+    const fs_potential *exact
+    fs_network *net
+    fs_smw *smw
+    double *smw_work
+    double *mix            # the two weights of V = mu z + (1 - mu) Laplace
+    const double *mu       # mu[t], t = 1 .. t_max
+    long t                 # training iteration the next call completes
+    long t_max
+    int s, d
+    double *A              # d x s gradient features at the state
+    double *g              # d: grad U at the state
+    long n_points          # training points recorded
+    int64_t *iteration     # per point: its iteration
+    double *sq_error       # ||A v - g||^2 before the point was absorbed
+    double *sq_grad        # ||g||^2
+    double *Q              # n_points x d: the points
+    double *G              # n_points x d: grad U there
+    int pending            # 1: paused at iteration t - 1 (HOOK_RESOLVE)
+
+
+cdef inline void _score_finish(_score_state *st) noexcept nogil:
+    cdef double m = st.mu[st.t]
+    st.mix[0] = m
+    st.mix[1] = 1.0 - m
+    st.pending = 0
+
+
+cdef int _score_after(void *state, long iteration, fs_rng *rng, const fs_hmc_info *info,
+                      const fs_hmc_point *cur, const double *proposal,
+                      int *refresh) noexcept nogil:
+    cdef _score_state *st = <_score_state *>state
+    cdef int s = st.s, d = st.d, status, k, i
+    cdef long n
+    cdef double acc, e2, g2
+    cdef const double *row
+    if st.t >= st.t_max or st.pending:
+        return FS_EINVAL
+    st.t += 1
+    if info.accepted:
+        status = st.exact.eval(st.exact.state, cur.q, NULL, st.g)
+        if status != FS_OK:
+            return status
+        if _all_finite(st.g, d):
+            status = network_grad_features(st.net, cur.q, st.A, NULL)
+            if status != FS_OK:
+                return status
+            # the held-out error of the current weights, before the update
+            e2 = 0.0
+            g2 = 0.0
+            for k in range(d):
+                row = st.A + <Py_ssize_t>k * s
+                acc = 0.0
+                for i in range(s):
+                    acc = acc + row[i] * st.smw.v[i]
+                acc = acc - st.g[k]
+                e2 = e2 + acc * acc
+                g2 = g2 + st.g[k] * st.g[k]
+            n = st.n_points
+            st.iteration[n] = st.t - 1
+            st.sq_error[n] = e2
+            st.sq_grad[n] = g2
+            memcpy(st.Q + n * d, cur.q, sizeof(double) * d)
+            memcpy(st.G + n * d, st.g, sizeof(double) * d)
+            st.n_points = n + 1
+            status = fs_smw_update(st.smw, st.A, st.g, st.smw_work)
+            if status != FS_OK:
+                # C lost definiteness after many downdates: Python re-solves
+                # (3.19) from every point, then calls finish_iteration()
+                st.pending = 1
+                return _HOOK_RESOLVE
+            memcpy(<double *>st.net.v, st.smw.v, sizeof(double) * s)
+    _score_finish(st)
+    refresh[0] = 1     # V changed: re-evaluate V and grad V at the state
+    return FS_OK
+
+
+cdef class ScoreMatchingHook(ChainHook):
+    """VHMC's training step (Algorithm 2) as a chain hook, run in C after each iteration.
+
+    At each accepted state q: g = grad U(q) from the exact potential; if it
+    is finite, the gradient features A(q) of the network, the held-out
+    error ||A v - g||^2 of the current weights, and the SMW update (3.20)-
+    (3.21) of ``trainer``, whose new weights go into the network.  Then
+    every iteration t: V's weights become (mu[t], 1 - mu[t]) and the chain
+    re-evaluates V at its state.
+
+    Parameters
+    ----------
+    exact : Potential
+        U, whose gradient the network learns.
+    net : RandomNetwork
+        z; its output weights follow the trainer's.
+    V : WeightedSum
+        ``[net, laplace]``: the chain's drive (and judge) potential.
+    trainer : SMWTrainer
+        (n_hidden, dim) of the network.
+    mu : array (t_max + 1,)
+        mu[t] for t = 1 .. t_max (mu[0] unused), in [0, 1].
+    start : int
+        The iteration the first call completes (0 for a fresh training).
+
+    A breakdown of the SMW recursion pauses the run (``Chain.run`` returns
+    status HOOK_RESOLVE with the iteration counted): the owner re-solves the
+    trainer from :meth:`points`, writes its weights into the network and
+    calls :meth:`finish_iteration`, then re-evaluates the chain's state.
+    """
+
+    cdef _score_state st
+    cdef readonly Potential exact
+    cdef readonly RandomNetwork net
+    cdef readonly WeightedSum V
+    cdef readonly SMWTrainer trainer
+    cdef cnp.ndarray _mu, _A, _g, _iteration, _sq_error, _sq_grad, _Q, _G
+
+    def __init__(self, Potential exact not None, RandomNetwork net not None,
+                 WeightedSum V not None, SMWTrainer trainer not None, mu, long start=0):
+        cdef int s = net.net.n_hidden, d = net.net.dim
+        if exact.pot.eval == NULL:
+            raise TypeError("exact is not initialised")
+        if exact.pot.dim != d or V.pot.dim != d:
+            raise ValueError(f"exact, net and V must have one dim; got {exact.pot.dim}, {d}, "
+                             f"{V.pot.dim}")
+        if trainer.state.s != s or trainer.state.d != d:
+            raise ValueError(f"trainer has (n_hidden, dim) = ({trainer.state.s}, "
+                             f"{trainer.state.d}); the network ({s}, {d})")
+        if V._weights.shape[0] != 2 or V.potentials[0] is not net:
+            raise ValueError("V must be WeightedSum([net, laplace], weights)")
+        mu_arr = np.ascontiguousarray(mu, dtype=np.float64)
+        if mu_arr.ndim != 1 or mu_arr.shape[0] < 2:
+            raise ValueError("mu must be a 1-d array of mu[0 .. t_max], t_max >= 1")
+        m = mu_arr[1:]
+        if not np.all((m >= 0.0) & (m <= 1.0)):
+            bad = int(np.flatnonzero(~((m >= 0.0) & (m <= 1.0)))[0]) + 1
+            raise ValueError(f"the mu schedule must return values in [0, 1]; "
+                             f"mu({bad}) = {mu_arr[bad]!r}")
+        cdef long t_max = mu_arr.shape[0] - 1
+        if not 0 <= start <= t_max:
+            raise ValueError(f"start must be in [0, {t_max}], got {start}")
+        self.exact, self.net, self.V, self.trainer = exact, net, V, trainer
+        self._mu = mu_arr
+        self._A = np.empty(<Py_ssize_t>d * s)
+        self._g = np.empty(d)
+        n_cap = t_max - start
+        self._iteration = np.empty(n_cap, dtype=np.int64)
+        self._sq_error = np.empty(n_cap)
+        self._sq_grad = np.empty(n_cap)
+        self._Q = np.empty((n_cap, d))
+        self._G = np.empty((n_cap, d))
+        self.st.exact = &exact.pot
+        self.st.net = &net.net
+        self.st.smw = &trainer.state
+        self.st.smw_work = trainer.work
+        self.st.mix = <double *>cnp.PyArray_DATA(V._weights)
+        self.st.mu = <const double *>cnp.PyArray_DATA(self._mu)
+        self.st.t = start
+        self.st.t_max = t_max
+        self.st.s = s
+        self.st.d = d
+        self.st.A = <double *>cnp.PyArray_DATA(self._A)
+        self.st.g = <double *>cnp.PyArray_DATA(self._g)
+        self.st.n_points = 0
+        self.st.iteration = <int64_t *>cnp.PyArray_DATA(self._iteration)
+        self.st.sq_error = <double *>cnp.PyArray_DATA(self._sq_error)
+        self.st.sq_grad = <double *>cnp.PyArray_DATA(self._sq_grad)
+        self.st.Q = <double *>cnp.PyArray_DATA(self._Q)
+        self.st.G = <double *>cnp.PyArray_DATA(self._G)
+        self.st.pending = 0
+        self.hook.state = &self.st
+        self.hook.after_iteration = _score_after
+
+    def check(self, int status, str where):
+        self.exact.check_status(status)
+        raise_for_status(status, where)
+
+    def finish_iteration(self):
+        """After a HOOK_RESOLVE pause (weights re-solved): set V's weights for the
+        next iteration.  The caller then re-evaluates the chain's state."""
+        if not self.st.pending:
+            raise RuntimeError("finish_iteration: the hook is not paused")
+        _score_finish(&self.st)
+
+    @property
+    def pending(self):
+        """True while paused by a breakdown (until finish_iteration)."""
+        return bool(self.st.pending)
+
+    @property
+    def iteration(self):
+        """The training iteration the next call completes (= iterations done)."""
+        return self.st.t
+
+    @property
+    def n_points(self):
+        return self.st.n_points
+
+    def curve(self):
+        """(iteration, sq_error, sq_grad) per training point (copies)."""
+        n = self.st.n_points
+        return self._iteration[:n].copy(), self._sq_error[:n].copy(), self._sq_grad[:n].copy()
+
+    def points(self):
+        """(Q (n, dim), G (n, dim)): the training points and grad U there (views)."""
+        n = self.st.n_points
+        return self._Q[:n], self._G[:n]
+
+
+# ---- ARNS-HMC: the output layer's online least squares ----------------------
+
+cdef enum:
+    _HOOK_STOPPED = 2    # max_points reached: the surrogate is fixed from here on
+HOOK_STOPPED = _HOOK_STOPPED
+
+
+cdef struct _layer_state:
+    fs_network *net
+    fs_smw *smw            # ridge > 0: block SMW updates (smw.d == block) ...
+    fs_greville *grev      # ... or Greville / recursive point updates
+    double *trainer_work
+    int s, d, block
+    int use_proposals
+    double offset, exponent
+    long max_points        # 0: no limit
+    long resync_every
+    long n_seen, since
+    long t                 # iterations since the start of adaptation
+    long row               # trace row the next call completes
+    long end_row
+    long first             # first row of the current block
+    int n_buf
+    double *Qbuf           # block x d
+    double *ubuf           # block
+    double *F              # block x s: hidden features
+    double *H              # block x (s + 1), zero-padded
+    double *y              # block
+    long n_hist, hist_cap
+    double *hist_Q         # every point absorbed (start set first)
+    double *hist_U
+    long n_switches
+    long *switches
+    long stop_row          # -1 while adapting
+    int pending            # paused after an absorb, before the switch coin
+    int refresh_on_switch
+    fs_rng *rng
+
+
+cdef inline double *_layer_weights(_layer_state *st) noexcept nogil:
+    return st.smw.v if st.smw != NULL else st.grev.v
+
+
+cdef inline void _layer_switch(_layer_state *st, int *refresh) noexcept nogil:
+    cdef const double *w = _layer_weights(st)
+    memcpy(<double *>st.net.v, w, sizeof(double) * st.s)
+    st.net.out_bias = w[st.s] + st.offset
+    st.switches[st.n_switches] = st.row
+    st.n_switches += 1
+    if st.refresh_on_switch and refresh != NULL:
+        refresh[0] = 1
+
+
+cdef int _layer_absorb(_layer_state *st) noexcept nogil:
+    """Absorb the block's buffered points; _HOOK_RESOLVE when a batch re-solve is due."""
+    cdef int n = st.n_buf, s = st.s, s1 = st.s + 1, d = st.d, j, i, status
+    cdef long done = 0
+    if n == 0:
+        return FS_OK
+    status = network_features(st.net, n, st.Qbuf, st.F, NULL)
+    if status != FS_OK:
+        return status
+    for j in range(st.block):
+        for i in range(s1):
+            st.H[j * s1 + i] = 0.0
+        st.y[j] = 0.0
+    for j in range(n):
+        memcpy(st.H + j * s1, st.F + j * s, sizeof(double) * s)
+        st.H[j * s1 + s] = 1.0
+        st.y[j] = st.ubuf[j] - st.offset
+    memcpy(st.hist_Q + st.n_hist * d, st.Qbuf, sizeof(double) * n * d)
+    memcpy(st.hist_U + st.n_hist, st.ubuf, sizeof(double) * n)
+    st.n_hist += n
+    if st.smw != NULL:
+        status = fs_smw_update(st.smw, st.H, st.y, st.trainer_work)
+    else:
+        status = fs_greville_update_many(st.grev, st.H, st.y, n, st.trainer_work, &done)
+    st.n_seen += n
+    st.since += n
+    if status != FS_OK or (st.resync_every > 0 and st.since >= st.resync_every):
+        return _HOOK_RESOLVE
+    return FS_OK
+
+
+cdef int _layer_finish(_layer_state *st, fs_rng *rng, int *refresh) noexcept nogil:
+    """After a block's absorb: the max_points stop or the switch coin."""
+    cdef long n = st.row - st.first, j
+    cdef double prod = 1.0
+    cdef long t0 = st.t
+    st.t += n
+    st.first = st.row
+    st.n_buf = 0
+    st.pending = 0
+    if st.max_points > 0 and st.n_seen >= st.max_points:
+        # finite adaptation: the final weights, from here on fixed
+        _layer_switch(st, refresh)
+        st.stop_row = st.row
+        return _HOOK_STOPPED
+    for j in range(1, n + 1):
+        prod = prod * (1.0 - pow(<double>(t0 + j), -st.exponent))
+    if rng.uniform(rng.state) < 1.0 - prod:
+        _layer_switch(st, refresh)
+    return FS_OK
+
+
+cdef int _layer_after(void *state, long iteration, fs_rng *rng, const fs_hmc_info *info,
+                      const fs_hmc_point *cur, const double *proposal,
+                      int *refresh) noexcept nogil:
+    cdef _layer_state *st = <_layer_state *>state
+    cdef const double *q
+    cdef double u
+    cdef int status
+    if st.stop_row >= 0:
+        return FS_OK
+    if st.pending or st.row >= st.end_row:
+        return FS_EINVAL
+    st.rng = rng
+    if st.use_proposals:
+        q, u = proposal, info.proposal_u
+    else:
+        q, u = cur.q, cur.u_judge
+    if isfinite(u) and (st.max_points == 0 or st.n_buf < st.max_points - st.n_seen):
+        memcpy(st.Qbuf + st.n_buf * st.d, q, sizeof(double) * st.d)
+        st.ubuf[st.n_buf] = u
+        st.n_buf += 1
+    st.row += 1
+    if st.row - st.first < st.block and st.row < st.end_row:
+        return FS_OK
+    status = _layer_absorb(st)
+    if status != FS_OK:
+        if status == _HOOK_RESOLVE:
+            st.pending = 1
+        return status
+    return _layer_finish(st, rng, refresh)
+
+
+cdef class OnlineLayerHook(ChainHook):
+    """ARNS-HMC's online output layer (Algorithm 4) as a chain hook, run in C.
+
+    Each iteration's proposal (or state) with a finite exact U is buffered
+    as a point (features(q), U - offset); every ``block`` iterations (and
+    at ``end_row``) the buffered points are absorbed by ``trainer`` (an
+    :class:`SMWTrainer` with dim = block: one block SMW update of the
+    ridge least squares, zero-padded; or a :class:`GrevilleTrainer`: point
+    updates), then one coin with probability 1 - prod(1 - t^-exponent) over
+    the block's iterations t, drawn from the chain's own stream, decides
+    whether the network takes the trainer's weights (v = w[:-1], out_bias =
+    w[-1] + offset).  With ``max_points`` the updates stop once the trainer
+    has seen that many points: the network takes the final weights and the
+    run pauses (status HOOK_STOPPED) once, for the caller's records.
+
+    A failed update, or ``resync_every`` points since the last re-solve,
+    pauses the run with HOOK_RESOLVE: the caller re-solves the trainer in
+    batch from :meth:`history` and calls :meth:`finish_block`.
+
+    The network's drive gradient at the chain's state is NOT re-evaluated
+    after a switch unless ``refresh_on_switch`` (as ARNS-HMC has always run).
+    """
+
+    cdef _layer_state st
+    cdef readonly RandomNetwork net
+    cdef readonly object trainer
+    cdef cnp.ndarray _Qbuf, _ubuf, _F, _H, _y, _hist_Q, _hist_U, _switches
+
+    def __init__(self, RandomNetwork net not None, trainer, double offset, int block,
+                 double exponent, long end_row, Q0, U0, max_points=None, long resync_every=0,
+                 bint proposals=True, bint refresh_on_switch=False):
+        cdef int s = net.net.n_hidden, d = net.net.dim
+        if block < 1 or end_row < 0 or resync_every < 0:
+            raise ValueError("block must be >= 1, end_row and resync_every >= 0")
+        if not 0.0 < exponent <= 1.0:
+            raise ValueError("exponent must be in (0, 1]")
+        self.st.smw = NULL
+        self.st.grev = NULL
+        if isinstance(trainer, SMWTrainer):
+            if (<SMWTrainer>trainer).state.s != s + 1 or (<SMWTrainer>trainer).state.d != block:
+                raise ValueError("an SMWTrainer must have n_hidden = net.n_hidden + 1, dim = block")
+            self.st.smw = &(<SMWTrainer>trainer).state
+            self.st.trainer_work = (<SMWTrainer>trainer).work
+        elif isinstance(trainer, GrevilleTrainer):
+            if (<GrevilleTrainer>trainer).state.s != s + 1:
+                raise ValueError("a GrevilleTrainer must have n_hidden = net.n_hidden + 1")
+            self.st.grev = &(<GrevilleTrainer>trainer).state
+            self.st.trainer_work = (<GrevilleTrainer>trainer).work
+        else:
+            raise TypeError("trainer must be an SMWTrainer or a GrevilleTrainer")
+        Q0 = _as_float_array(Q0, "Q0", (None, d))
+        U0 = _as_float_array(U0, "U0", (Q0.shape[0],))
+        mp = 0 if max_points is None else int(max_points)
+        if mp < 0:
+            raise ValueError("max_points must be None or >= 0")
+        self.net, self.trainer = net, trainer
+        n0 = Q0.shape[0]
+        cap = n0 + end_row
+        self._Qbuf = np.zeros((block, d))
+        self._ubuf = np.zeros(block)
+        self._F = np.zeros((block, s))
+        self._H = np.zeros((block, s + 1))
+        self._y = np.zeros(block)
+        self._hist_Q = np.empty((cap, d))
+        self._hist_U = np.empty(cap)
+        self._hist_Q[:n0] = Q0
+        self._hist_U[:n0] = U0
+        self._switches = np.empty(-(-end_row // block) + 1, dtype=np.int64)
+        self.st.net = &net.net
+        self.st.s, self.st.d, self.st.block = s, d, block
+        self.st.use_proposals = proposals
+        self.st.offset, self.st.exponent = offset, exponent
+        self.st.max_points = mp
+        self.st.resync_every = resync_every
+        self.st.n_seen = n0
+        self.st.since = 0
+        self.st.t = 0
+        self.st.row = 0
+        self.st.end_row = end_row
+        self.st.first = 0
+        self.st.n_buf = 0
+        self.st.Qbuf = <double *>cnp.PyArray_DATA(self._Qbuf)
+        self.st.ubuf = <double *>cnp.PyArray_DATA(self._ubuf)
+        self.st.F = <double *>cnp.PyArray_DATA(self._F)
+        self.st.H = <double *>cnp.PyArray_DATA(self._H)
+        self.st.y = <double *>cnp.PyArray_DATA(self._y)
+        self.st.n_hist = n0
+        self.st.hist_cap = cap
+        self.st.hist_Q = <double *>cnp.PyArray_DATA(self._hist_Q)
+        self.st.hist_U = <double *>cnp.PyArray_DATA(self._hist_U)
+        self.st.n_switches = 0
+        self.st.switches = <long *>cnp.PyArray_DATA(self._switches)
+        self.st.stop_row = -1
+        self.st.pending = 0
+        self.st.refresh_on_switch = refresh_on_switch
+        self.st.rng = NULL
+        self.hook.state = &self.st
+        self.hook.after_iteration = _layer_after
+
+    def finish_block(self):
+        """After a HOOK_RESOLVE pause (trainer re-solved): the rest of the block
+        (stop or switch coin, from the chain's stream).  Returns True when the
+        network's weights changed (re-evaluate the chain's state if needed)."""
+        if not self.st.pending:
+            raise RuntimeError("finish_block: the hook is not paused")
+        self.st.since = 0
+        cdef long before = self.st.n_switches
+        _layer_finish(&self.st, self.st.rng, NULL)
+        return self.st.n_switches > before
+
+    def history(self):
+        """(Q (n, dim), U (n,)): every point absorbed so far, start set first (views)."""
+        n = self.st.n_hist
+        return self._hist_Q[:n], self._hist_U[:n]
+
+    @property
+    def pending(self):
+        return bool(self.st.pending)
+
+    @property
+    def n_seen(self):
+        return self.st.n_seen
+
+    @property
+    def switches(self):
+        """Rows after which the network took new weights (list of int)."""
+        return self._switches[:self.st.n_switches].tolist()
+
+    @property
+    def stopped(self):
+        """The row where max_points stopped the updates, or None."""
+        return None if self.st.stop_row < 0 else self.st.stop_row
