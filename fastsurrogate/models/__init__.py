@@ -1,10 +1,13 @@
 """Potentials for the papers' models (each a fastsurrogate.Potential)."""
 from ._models import Gaussian, StandardNormal, Banana, BetaBinomial, Garch, GPRegression
 from ._glm import LogisticRegression, ProbitRegression, PoissonRegression, LinearRegression
+from ._papers import ICA, TwistedBanana, LaplaceLogisticRegression
+from .pde import EllipticPDE
 from ..core._potential import Potential
 
 from_callable = Potential.from_callable
 
 __all__ = ["Gaussian", "StandardNormal", "Banana", "BetaBinomial", "Garch", "GPRegression",
            "LogisticRegression", "ProbitRegression", "PoissonRegression", "LinearRegression",
+           "ICA", "TwistedBanana", "LaplaceLogisticRegression", "EllipticPDE",
            "from_callable"]
