@@ -7,6 +7,7 @@ import pickle
 import numpy as np
 import pytest
 from scipy import stats
+from scipy.optimize import minimize
 
 import fastsurrogate as fs
 from fastsurrogate import diagnostics
@@ -47,7 +48,8 @@ def test_simulate_ica_shapes_and_truth():
     np.testing.assert_array_equal(X, X2)
     # the unmixed sources are standard logistic: variance pi^2 / 3
     S = X @ W0.T
-    se = np.sqrt(2 * (np.pi ** 2 / 3) ** 2 * 3.4 / S.shape[0])   # var of s^2 ~ 4.2 sigma^4
+    # Var(s^2) = (kurtosis - 1) sigma^4 = 3.2 sigma^4 for the logistic (excess kurtosis 1.2)
+    se = np.sqrt(3.2 * (np.pi ** 2 / 3) ** 2 / S.shape[0])
     assert np.all(np.abs(S.var(axis=0) - np.pi ** 2 / 3) < 5 * se)
     Xl, _, _ = fs.datasets.simulate_ica(n=100, d=2, seed=1, sources="laplace")
     assert Xl.shape == (100, 2)
@@ -138,11 +140,19 @@ def test_hmc_recovers_unmixing_matrix(ica_data):
     res = fs.sample(model, method="hmc", n_draws=600, n_warmup=400, chains=2, seed=3,
                     n_steps=10, init=np.eye(3).ravel(), progress=False)
     draws = res.draws                                  # (chains, n, 9)
+    # The reference: the posterior mode found by BFGS from W0.  Its Amari
+    # distance from W0 is the finite-sample estimation error (0.064 for this
+    # data set); an unrelated matrix is at 0.3-0.5.
+    opt = minimize(model.value_and_grad, W0.ravel(), jac=True, method="BFGS")
+    W_map = opt.x.reshape(3, 3)
+    d_map = diagnostics.amari_distance(W_map, W0)
+    assert d_map < 0.1
     for c in range(draws.shape[0]):
         Wm = draws[c].mean(axis=0).reshape(3, 3)
-        # Amari distance of a matrix off by sampling noise of order 1/sqrt(N)
-        # is of that order (0.02 here); an unrelated matrix gives ~0.3-0.5.
-        assert diagnostics.amari_distance(Wm, W0) < 0.05
+        # the chain (started at the identity) found W0's mode: its mean is at
+        # the mode up to posterior-mean-vs-mode and Monte Carlo error
+        assert diagnostics.amari_distance(Wm, W_map) < 0.01
+        assert diagnostics.amari_distance(Wm, W0) < d_map + 0.01
         # align rows (permutation and sign) and compare with the posterior sd
         P = Wm @ A
         perm = np.abs(P).argmax(axis=1)

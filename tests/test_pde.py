@@ -168,7 +168,9 @@ def test_data_reproducible_and_pickle():
     q = np.array([0.1, -0.2, 0.3, 0.0])
     assert c.value(q) == a.value(q)
     assert a.param_names == ["theta[0]", "theta[1]", "theta[2]", "theta[3]"]
-    assert np.isnan(a.value(np.array([np.nan, 0, 0, 0])))
+    assert a.value(np.array([np.nan, 0, 0, 0])) == np.inf
+    U, g = a.value_and_grad(np.array([1e4, 0, 0, 0]))      # c overflows: a divergence
+    assert U == np.inf and np.all(np.isnan(g))
 
 
 def test_bad_arguments():

@@ -311,19 +311,38 @@ class EllipticPDE(CallbackPotential):
         return t
 
     # -- the potential -----------------------------------------------------
-    def _value(self, theta):
+    def _coefficient_or_none(self, theta):
+        """c, or None when theta is so far out that c over/underflows (then
+        the stiffness matrix is not numerically SPD: U = inf, a divergence)."""
         if not np.all(np.isfinite(theta)):
-            return np.nan
-        c = self.coefficient(theta)
-        u, _ = self._solve_full(c)
+            return None
+        with np.errstate(over="ignore", under="ignore"):
+            c = self.coefficient(theta)
+        if not (np.all(np.isfinite(c)) and np.all(c > 0.0)):
+            return None
+        return c
+
+    def _solve_or_none(self, c):
+        try:
+            return self._solve_full(c)
+        except (np.linalg.LinAlgError, RuntimeError):
+            return None
+
+    def _value(self, theta):
+        c = self._coefficient_or_none(theta)
+        sol = None if c is None else self._solve_or_none(c)
+        if sol is None:
+            return np.inf
+        u = sol[0]
         r = self._O_free @ u[self.free] + self._obs_const - self.y
         return 0.5 * (r @ r) / self.noise_sd ** 2 + 0.5 * (theta @ theta) / self.prior_sd ** 2
 
     def _value_and_grad(self, theta):
-        if not np.all(np.isfinite(theta)):
-            return np.nan, np.full(self.n_modes, np.nan)
-        c = self.coefficient(theta)
-        u, solve = self._solve_full(c)
+        c = self._coefficient_or_none(theta)
+        sol = None if c is None else self._solve_or_none(c)
+        if sol is None:
+            return np.inf, np.full(self.n_modes, np.nan)
+        u, solve = sol
         s2 = self.noise_sd ** 2
         r = self._O_free @ u[self.free] + self._obs_const - self.y
         U = 0.5 * (r @ r) / s2 + 0.5 * (theta @ theta) / self.prior_sd ** 2
