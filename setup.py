@@ -94,6 +94,7 @@ ALL_EXTENSIONS = [
     # models: data-sum GLM kernels and the other compiled models
     ext("models._glm", ["fs_common.c", "fs_glm.c"]),
     ext("models._models", ["fs_common.c", "fs_models.c", "fs_garch.c", "fs_gpreg.c"]),
+    ext("models._papers", ["fs_common.c", "fs_papers.c"]),
     # surrogates: random networks, their online trainers, gradient networks
     ext("surrogates._network", ["fs_common.c", "fs_network.c"]),
     ext("surrogates._online", ["fs_common.c", "fs_greville.c", "fs_smw.c"]),

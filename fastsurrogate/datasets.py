@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["simulate_logistic", "simulate_probit", "simulate_garch", "simulate_gp_regression",
-           "find_data_dir", "load_bank_marketing", "load_libsvm", "load_a9a",
+           "simulate_ica", "find_data_dir", "load_bank_marketing", "load_libsvm", "load_a9a",
            "load_cancer_mortality", "random_projection"]
 
 
@@ -245,3 +245,49 @@ def random_projection(X, k, seed=0, standardize=True, intercept=True, standardiz
     if intercept:
         Z = np.hstack([np.ones((Z.shape[0], 1)), Z])
     return np.ascontiguousarray(Z)
+
+
+def simulate_ica(n=17730, d=5, seed=0, sources="logistic"):
+    """Mixed super-Gaussian sources for ICA (a stand-in for the VHMC paper's
+    MEG data, section 4.4: 5 channels, 17730 observations, not public).
+
+    Sources s_ni are independent standard logistic (density
+    1 / (4 cosh^2(s / 2)), the density :class:`fastsurrogate.models.ICA`
+    assumes) or, with ``sources="laplace"``, Laplace with scale 1.  The
+    mixing matrix is ``A = Q1 diag(sv) Q2^T`` with Q1, Q2 Haar-random
+    orthogonal matrices and singular values sv uniform on [1, 2] (so its
+    condition number is at most 2); ``X = S A^T`` (row n is A s_n).
+
+    Returns
+    -------
+    X : ndarray (n, d)
+        Observations.
+    A : ndarray (d, d)
+        The mixing matrix.
+    W0 : ndarray (d, d)
+        The true unmixing matrix A^{-1} (W0 x_n = s_n).
+
+    Examples
+    --------
+    >>> import fastsurrogate as fs
+    >>> X, A, W0 = fs.datasets.simulate_ica(n=1000, d=3, seed=1)
+    >>> X.shape, W0.shape
+    ((1000, 3), (3, 3))
+    """
+    import numbers
+    for name, v, lo in (("n", n, 1), ("d", d, 1)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if sources not in ("logistic", "laplace"):
+        raise ValueError(f"sources must be 'logistic' or 'laplace', got {sources!r}")
+    rng = np.random.default_rng(seed)
+
+    def haar(k):
+        q, r = np.linalg.qr(rng.standard_normal((k, k)))
+        return q * np.sign(np.diag(r))
+
+    sv = rng.uniform(1.0, 2.0, d)
+    A = haar(d) @ np.diag(sv) @ haar(d).T
+    S = rng.logistic(size=(n, d)) if sources == "logistic" else rng.laplace(size=(n, d))
+    X = S @ A.T
+    return X, A, np.linalg.inv(A)

@@ -5,10 +5,13 @@ its ``Garch11`` and ``GPRegr`` are posteriordb's GARCH(1,1) and GP models, not
 the ``Garch`` (GARCH(m, r)) and ``GPRegression`` (Matern 3/2 GP) here."""
 from ._models import Gaussian, StandardNormal, Banana, BetaBinomial, Garch, GPRegression
 from ._glm import LogisticRegression, ProbitRegression, PoissonRegression, LinearRegression
+from ._papers import ICA, TwistedBanana, LaplaceLogisticRegression
+from .pde import EllipticPDE
 from ..core._potential import Potential
 
 from_callable = Potential.from_callable
 
 __all__ = ["Gaussian", "StandardNormal", "Banana", "BetaBinomial", "Garch", "GPRegression",
            "LogisticRegression", "ProbitRegression", "PoissonRegression", "LinearRegression",
+           "ICA", "TwistedBanana", "LaplaceLogisticRegression", "EllipticPDE",
            "from_callable"]
