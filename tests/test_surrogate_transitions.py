@@ -172,3 +172,91 @@ def test_bad_arguments():
     assert ch.surrogate_steps == 5
     with pytest.raises(ValueError):
         ch.surrogate_steps = 0
+
+
+# -- the samplers -------------------------------------------------------------
+
+def _gauss4():
+    mean = np.array([0.5, -1.0, 2.0, 0.0])
+    cov = np.diag([1.0, 0.5, 2.0, 1.5])
+    cov[0, 1] = cov[1, 0] = 0.4
+    return mean, cov, fs.models.Gaussian(mean, cov)
+
+
+@pytest.mark.parametrize("transitions,inner", [(3, "hmc"), ("auto", "nuts")])
+def test_rns_hmc_with_transitions_is_exact(transitions, inner):
+    mean, cov, U = _gauss4()
+    res = fs.sample(U, "rns-hmc", n_draws=2000, n_warmup=600, chains=2, seed=3, n_hidden=150,
+                    n_steps=5, transitions=transitions, inner=inner, progress=False)
+    check_moments(res.draws, mean, np.diag(cov))
+    tinfo = res.info["transitions"]
+    assert len(tinfo) == 2 and all(t["inner"] == inner for t in tinfo)
+    k = tinfo[0]["k"]
+    if transitions == "auto":
+        assert k in tinfo[0]["ladder"] and 1 <= k <= 16
+    else:
+        assert k == 3
+    assert res.stats["n_steps"].min() >= k
+    assert np.all(res.stats["judge_evaluated"] <= 1)
+    assert np.isfinite(res.stats["inner_accept_prob"]).all()
+    assert res.info["exact_evaluations"] == int(res.stats["judge_evaluated"].sum())
+
+
+def test_rns_hmc_laplace_base_with_transitions():
+    mean, cov, U = _gauss4()
+    res = fs.sample(U, "rns-hmc", n_draws=1500, n_warmup=500, chains=2, seed=4, n_hidden=100,
+                    base="laplace", transitions=4, progress=False)
+    check_moments(res.draws, mean, np.diag(cov))
+    assert res.stats["accepted"].mean() > 0.5
+
+
+def test_arns_hmc_transitions_after_max_points():
+    mean, cov, U = _gauss4()
+    res = fs.sample(U, "arns-hmc", n_draws=2000, n_warmup=400, chains=2, seed=5, n_hidden=100,
+                    n_start=200, max_points=300, transitions=2, progress=False)
+    check_moments(res.draws, mean, np.diag(cov))
+    assert [t["k"] for t in res.info["transitions"]] == [2, 2]
+    assert all(s is not None for s in res.info["adaptation_stopped"])
+    with pytest.raises(ValueError, match="max_points"):
+        fs.ARNSHMC(U, transitions=2)
+
+
+def test_vhmc_exact_with_transitions():
+    mean, cov, U = _gauss4()
+    res = fs.sample(U, "vhmc", n_draws=1500, n_warmup=400, chains=2, seed=6, exact=True,
+                    n_train=200, transitions=3, inner="nuts", progress=False)
+    assert res.exact
+    check_moments(res.draws, mean, np.diag(cov))
+    assert res.info["transitions"][0]["k"] == 3
+    with pytest.raises(ValueError, match="exact"):
+        fs.VHMC(U, transitions=3)
+
+
+@pytest.mark.parametrize("method", ["rns-hmc", "nnghmc"])
+def test_nuts_exploration(method):
+    mean, cov, U = _gauss4()
+    opts = {"n_hidden": 100} if method == "rns-hmc" else {"n_hidden": 30}
+    res = fs.sample(U, method, n_draws=1500, n_warmup=600, chains=2, seed=8, explore="nuts",
+                    keep_warmup=True, progress=False, **opts)
+    assert res.warmup_stats["tree_depth"].max() >= 1   # NUTS explored
+    check_moments(res.draws, mean, np.diag(cov))
+
+
+def test_sampler_bad_arguments():
+    _, _, U = _gauss4()
+    with pytest.raises(ValueError, match="transitions"):
+        fs.RNSHMC(U, transitions="many")
+    with pytest.raises(ValueError, match="transitions"):
+        fs.RNSHMC(U, transitions=0)
+    with pytest.raises(TypeError):
+        fs.RNSHMC(U, transitions=2.5)
+    with pytest.raises(ValueError, match="inner"):
+        fs.RNSHMC(U, transitions=2, inner="mala")
+    with pytest.raises(ValueError, match="explore"):
+        fs.RNSHMC(U, explore="slice")
+    with pytest.raises(ValueError, match="delayed_acceptance"):
+        fs.RNSHMC(U, transitions=2, delayed_acceptance=True)
+    with pytest.raises(ValueError, match="no value V"):
+        fs.NNGHMC(U, transitions=2)
+    with pytest.raises(ValueError, match="explore"):
+        fs.NNGHMC(U, explore="mala")
