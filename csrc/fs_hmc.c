@@ -5,6 +5,7 @@
 
 #include "fs_hmc.h"
 #include "fs_nuts.h"
+#include "fs_surrogate.h"
 
 /* ---- kinetic energy and momentum ---------------------------------------- */
 
@@ -135,7 +136,7 @@ int fs_hmc_point_init(const fs_hmc_config *cfg, const fs_potential *drive,
                       const fs_potential *judge, fs_hmc_point *cur)
 {
     const int same = same_potential(drive, judge);
-    const int want_drive_value = same || cfg->delayed_acceptance;
+    const int want_drive_value = same || cfg->delayed_acceptance || cfg->surrogate_steps > 0;
     double ud = NAN, uj = NAN;
     int status;
     status = drive->eval(drive->state, cur->q, want_drive_value ? &ud : NULL, cur->grad);
@@ -305,11 +306,14 @@ int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
     int status = FS_OK;
 
     if (hook != NULL) hook->status = FS_OK;
-    if (cfg->algorithm == FS_ALGORITHM_NUTS && !same_potential(drive, judge))
+    if (cfg->algorithm == FS_ALGORITHM_NUTS && cfg->surrogate_steps <= 0
+        && !same_potential(drive, judge))
         status = FS_EINVAL;  /* NUTS has no separate judge */
     for (it = 0; it < n_iter && status == FS_OK; it++) {
         if (stop != NULL && *stop) { status = FS_EINTERRUPT; break; }
-        status = c.algorithm == FS_ALGORITHM_NUTS
+        status = c.surrogate_steps > 0
+                     ? fs_surrogate_transition(&c, drive, judge, rng, cur, work, &info)
+                     : c.algorithm == FS_ALGORITHM_NUTS
                      ? fs_nuts_transition(&c, drive, rng, cur, work, &info)
                      : fs_hmc_transition(&c, drive, judge, rng, cur, work, &info);
         if (status != FS_OK) break;
@@ -327,7 +331,11 @@ int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
         if (tr->proposals)
             memcpy(tr->proposals + (size_t)it * d, work + 2 * (size_t)d, sizeof(double) * (size_t)d);
         if (tr->proposal_potential) tr->proposal_potential[it] = info.proposal_u;
-        if (adapt != NULL) c.step_size = fs_dual_avg_update(adapt, info.accept_prob);
+        if (tr->inner_accept_prob)
+            tr->inner_accept_prob[it] = c.surrogate_steps > 0 ? info.inner_accept_prob : NAN;
+        if (adapt != NULL)
+            c.step_size = fs_dual_avg_update(
+                adapt, c.surrogate_steps > 0 ? info.inner_accept_prob : info.accept_prob);
         if (hook != NULL) {
             int refresh = 0;
             status = hook->after_iteration(hook->state, it, rng, &info, cur,

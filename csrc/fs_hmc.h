@@ -41,6 +41,10 @@ typedef struct fs_hmc_config {
     int delayed_acceptance;    /* 1: first-stage test with the drive Hamiltonian */
     int algorithm;             /* FS_ALGORITHM_*: the transition fs_hmc_run makes */
     int max_tree_depth;        /* NUTS: at most 2^max_tree_depth - 1 steps (1..30) */
+    /* > 0: surrogate transitions (fs_surrogate.h): each iteration makes this
+       many `algorithm` transitions on the drive alone, then one exact test
+       with the judge.  0: the plain transition.                            */
+    int surrogate_steps;
 } fs_hmc_config;
 
 /* The chain's current state, owned by the caller. */
@@ -63,6 +67,8 @@ typedef struct fs_hmc_info {
     double proposal_u;    /* judge U at the proposal; NaN if not evaluated     */
     int da_rejected;      /* rejected at the first (drive) stage                */
     int tree_depth;       /* NUTS: doublings of the trajectory; 0 for HMC       */
+    double inner_accept_prob; /* surrogate transitions: the inner kernels' mean
+                                 acceptance (set by fs_surrogate_transition only) */
 } fs_hmc_info;
 
 /* Per-iteration output arrays of a chain run; any pointer may be NULL. */
@@ -80,6 +86,7 @@ typedef struct fs_hmc_trace {
     double *proposals;          /* n_iter * dim: the proposal of each iteration */
     double *proposal_potential; /* judge U at the proposal (NaN: not evaluated) */
     int8_t *tree_depth;         /* NUTS tree depth (0 for HMC)                  */
+    double *inner_accept_prob;  /* surrogate transitions: inner mean acceptance */
 } fs_hmc_trace;
 
 /* Dual averaging of log(step size) (Hoffman & Gelman 2014, Stan's defaults). */
@@ -97,7 +104,7 @@ double fs_dual_avg_update(fs_dual_avg *da, double accept_prob);
 size_t fs_hmc_workspace_size(int dim);
 
 /* Evaluates judge U and the drive gradient at cur->q (and the drive U when
-   drive == judge or with delayed acceptance).  Returns FS_ENONFINITE when
+   drive == judge, with delayed acceptance or with surrogate transitions).  Returns FS_ENONFINITE when
    any of them is not finite. */
 int fs_hmc_point_init(const fs_hmc_config *cfg, const fs_potential *drive,
                       const fs_potential *judge, fs_hmc_point *cur);
@@ -135,10 +142,13 @@ typedef struct fs_hmc_hook {
 
 /* n_iter transitions (fs_hmc_transition, or fs_nuts_transition when
    cfg->algorithm is FS_ALGORITHM_NUTS: then drive must be judge, else
-   FS_EINVAL, and work must hold fs_nuts_workspace_size doubles), storing
-   draws and stats in `trace` row by row.
+   FS_EINVAL, and work must hold fs_nuts_workspace_size doubles; or, when
+   cfg->surrogate_steps > 0, fs_surrogate_transition with that inner
+   algorithm, and work must hold fs_surrogate_workspace_size doubles),
+   storing draws and stats in `trace` row by row.
    With `adapt` non-NULL the step size follows dual averaging after every
-   iteration (cfg->step_size is the starting value; the final one is
+   iteration (fed the inner kernels' mean acceptance with surrogate
+   transitions: the step size is theirs) (cfg->step_size is the starting value; the final one is
    returned in *step_size_out when that is non-NULL).  Checks *stop before
    each iteration.  *n_done gets the number of completed iterations, also on
    error or interruption (FS_EINTERRUPT).  `hook` (NULL: none) runs after

@@ -1,4 +1,4 @@
-# Declarations of csrc/fs_hmc.h and csrc/fs_nuts.h.
+# Declarations of csrc/fs_hmc.h, csrc/fs_nuts.h and csrc/fs_surrogate.h.
 from libc.stdint cimport int8_t, int32_t
 from fastsurrogate.core._common cimport fs_potential, fs_rng
 
@@ -23,6 +23,7 @@ cdef extern from "fs_hmc.h" nogil:
         int delayed_acceptance
         int algorithm
         int max_tree_depth
+        int surrogate_steps
 
     ctypedef struct fs_hmc_point:
         double *q
@@ -41,6 +42,7 @@ cdef extern from "fs_hmc.h" nogil:
         int da_rejected
         double proposal_u
         int tree_depth
+        double inner_accept_prob
 
     ctypedef struct fs_hmc_trace:
         double *draws
@@ -56,6 +58,7 @@ cdef extern from "fs_hmc.h" nogil:
         double *proposals
         double *proposal_potential
         int8_t *tree_depth
+        double *inner_accept_prob
 
     ctypedef struct fs_dual_avg:
         double mu, gamma, t0, kappa, delta
@@ -97,6 +100,13 @@ cdef extern from "fs_nuts.h" nogil:
     size_t fs_nuts_workspace_size(int dim, int max_tree_depth)
     int fs_nuts_transition(const fs_hmc_config *cfg, const fs_potential *pot, fs_rng *rng,
                            fs_hmc_point *cur, double *work, fs_hmc_info *info)
+
+
+cdef extern from "fs_surrogate.h" nogil:
+    size_t fs_surrogate_workspace_size(int dim, int algorithm, int max_tree_depth)
+    int fs_surrogate_transition(const fs_hmc_config *cfg, const fs_potential *drive,
+                                const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
+                                double *work, fs_hmc_info *info)
 
 
 cdef class ChainHook:

@@ -1,5 +1,5 @@
 """One HMC or NUTS chain whose whole loop runs in C (csrc/fs_hmc.c,
-csrc/fs_nuts.c) without the GIL.
+csrc/fs_nuts.c, csrc/fs_surrogate.c) without the GIL.
 
 `Chain` is the building block of every sampler in fastsurrogate: it holds the
 current state, the step size and mass matrix, the dual-averaging state and
@@ -41,12 +41,14 @@ ALGORITHMS = {"hmc": FS_ALGORITHM_HMC, "nuts": FS_ALGORITHM_NUTS}
 MAX_TREE_DEPTH = FS_NUTS_MAX_TREE_DEPTH
 
 
-def new_trace(long n, int dim, bint proposals=False):
+def new_trace(long n, int dim, bint proposals=False, bint inner=False):
     """Arrays for n iterations: ``draws`` (n, dim) and the TRACE_FIELDS (n,).
 
     With ``proposals``, also ``proposals`` (n, dim) and ``proposal_potential``
     (n,): each iteration's proposal and its judge U (NaN when the judge was
     not evaluated: divergences, delayed-acceptance first-stage rejections).
+    With ``inner``, also ``inner_accept_prob`` (n,): with surrogate
+    transitions, the inner kernels' mean acceptance (NaN otherwise).
     """
     out = {"draws": np.full((n, dim), np.nan)}
     for k, dt in TRACE_FIELDS.items():
@@ -54,6 +56,8 @@ def new_trace(long n, int dim, bint proposals=False):
     if proposals:
         out["proposals"] = np.full((n, dim), np.nan)
         out["proposal_potential"] = np.full(n, np.nan)
+    if inner:
+        out["inner_accept_prob"] = np.full(n, np.nan)
     return out
 
 
@@ -126,6 +130,16 @@ cdef class Chain:
     max_tree_depth : int
         NUTS: at most 2**max_tree_depth - 1 leapfrog steps per iteration
         (1 .. MAX_TREE_DEPTH).
+    surrogate_steps : int
+        0 (default): each iteration is one transition of ``algorithm``.
+        k >= 1: surrogate transitions (csrc/fs_surrogate.h; Liu 2001, sec.
+        9.4.3): k transitions of ``algorithm`` with ``drive`` (V) as their
+        only potential, then one Metropolis-Hastings test with acceptance
+        min(1, exp(-U(q') + U(q) + V(q') - V(q))), U the ``judge``.  Exact
+        for ``judge`` for every k; one U value per iteration.  ``drive``
+        must differ from ``judge``; ``delayed_acceptance`` does not apply.
+        The step size (and its adaptation, fed the inner kernels' mean
+        acceptance) is the inner kernel's.
     """
 
     cdef Potential drive
@@ -142,7 +156,8 @@ cdef class Chain:
     def __init__(self, Potential drive not None, Potential judge not None, q0, generator,
                  double step_size=0.1, int n_steps=10, bint random_n_steps=False,
                  inv_metric=None, double max_energy_error=1000.0,
-                 bint delayed_acceptance=False, algorithm="hmc", max_tree_depth=10):
+                 bint delayed_acceptance=False, algorithm="hmc", max_tree_depth=10,
+                 surrogate_steps=0):
         cdef int d = drive.pot.dim
         if drive.pot.eval == NULL or judge.pot.eval == NULL:
             raise TypeError("drive and judge must be initialised Potentials")
@@ -165,7 +180,22 @@ cdef class Chain:
         if not 1 <= max_tree_depth <= FS_NUTS_MAX_TREE_DEPTH:
             raise ValueError(f"max_tree_depth must be in 1..{FS_NUTS_MAX_TREE_DEPTH}, "
                              f"got {max_tree_depth}")
-        if algorithm == "nuts":
+        if isinstance(surrogate_steps, bool) or not isinstance(surrogate_steps, (int, np.integer)):
+            raise TypeError(f"surrogate_steps must be an integer, got "
+                            f"{type(surrogate_steps).__name__}")
+        if surrogate_steps < 0:
+            raise ValueError(f"surrogate_steps must be >= 0, got {surrogate_steps}")
+        cdef bint same = drive is judge or (drive.pot.eval == judge.pot.eval
+                                            and drive.pot.state == judge.pot.state)
+        if surrogate_steps > 0:
+            if same:
+                raise ValueError("surrogate transitions need a surrogate drive distinct from "
+                                 "the exact judge")
+            if delayed_acceptance:
+                raise ValueError("delayed_acceptance does not apply to surrogate transitions")
+            if algorithm == "nuts" and random_n_steps:
+                raise ValueError("random_n_steps does not apply to NUTS")
+        elif algorithm == "nuts":
             if not (drive is judge or (drive.pot.eval == judge.pot.eval
                                        and drive.pot.state == judge.pot.state)):
                 raise ValueError("NUTS takes one potential: pass the same Potential as "
@@ -182,9 +212,13 @@ cdef class Chain:
         self.rng.uniform = _rng_uniform
         self.cfg.algorithm = ALGORITHMS[algorithm]
         self.cfg.max_tree_depth = max_tree_depth
+        self.cfg.surrogate_steps = surrogate_steps
         self._work = np.zeros(max(fs_hmc_workspace_size(d),
                                   fs_nuts_workspace_size(d, max_tree_depth)
-                                  if algorithm == "nuts" else 0))
+                                  if algorithm == "nuts" else 0,
+                                  fs_surrogate_workspace_size(d, self.cfg.algorithm,
+                                                              max_tree_depth)
+                                  if surrogate_steps > 0 else 0))
         self.cfg.dim = d
         self.cfg.step_size = step_size
         self.cfg.n_steps = n_steps
@@ -267,6 +301,20 @@ cdef class Chain:
         return self.cfg.max_tree_depth
 
     @property
+    def surrogate_steps(self):
+        """Surrogate transitions per exact test (0: plain transitions)."""
+        return self.cfg.surrogate_steps
+
+    @surrogate_steps.setter
+    def surrogate_steps(self, value):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"surrogate_steps must be an integer, got {type(value).__name__}")
+        if self.cfg.surrogate_steps == 0 or value < 1:
+            raise ValueError("surrogate_steps can only be changed between values >= 1 "
+                             "on a chain built with surrogate_steps >= 1")
+        self.cfg.surrogate_steps = value
+
+    @property
     def inv_metric(self):
         """The inverse mass matrix: None (identity), (dim,) or (dim, dim)."""
         return None if self._inv_metric is None else self._inv_metric.copy()
@@ -309,10 +357,16 @@ cdef class Chain:
         """Stan's initial step-size heuristic from the current step size; sets and returns it."""
         cdef double eps = self.cfg.step_size
         cdef int status
+        cdef fs_hmc_point pt = self.cur
+        cdef Potential judge = self.judge
+        if self.cfg.surrogate_steps > 0:
+            # the step size is the inner kernel's: search it on V alone
+            judge = self.drive
+            pt.u_judge = self.cur.u_drive
         with self.lock:
             with nogil:
-                status = fs_hmc_find_step_size(&self.cfg, &self.drive.pot, &self.judge.pot,
-                                               &self.rng, &self.cur,
+                status = fs_hmc_find_step_size(&self.cfg, &self.drive.pot, &judge.pot,
+                                               &self.rng, &pt,
                                                <double *>cnp.PyArray_DATA(self._work), &eps)
         self._raise(status, "step size search")
         self.cfg.step_size = eps
@@ -378,6 +432,13 @@ cdef class Chain:
         tr.tree_depth = <int8_t *>cnp.PyArray_DATA(trace["tree_depth"]) + start
         tr.proposals = NULL
         tr.proposal_potential = NULL
+        tr.inner_accept_prob = NULL
+        if "inner_accept_prob" in trace:
+            ia = trace["inner_accept_prob"]
+            if ia.dtype != np.float64 or not ia.flags.c_contiguous or ia.shape[0] != draws.shape[0]:
+                raise ValueError("trace['inner_accept_prob'] must be a contiguous float64 "
+                                 "array with one row per draw")
+            tr.inner_accept_prob = <double *>cnp.PyArray_DATA(ia) + start
         if "proposals" in trace:
             pa, pu = trace["proposals"], trace["proposal_potential"]
             if (pa.dtype != np.float64 or not pa.flags.c_contiguous or pa.shape != draws.shape

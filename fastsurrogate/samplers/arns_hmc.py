@@ -69,6 +69,9 @@ class ARNSHMC(RNSHMC):
         time-homogeneous HMC kernel with the exact Metropolis test), and the
         rest of the run no longer pays the O(s^2) update per point.  None
         (default): the paper's Algorithm 4, updates for the whole run.
+        ``transitions`` (surrogate transitions, see :class:`RNSHMC`) need it:
+        they start once the updates have stopped, with the fixed surrogate
+        (k tuned then, off the trace, and fixed for the rest of the run).
     online_data : {"proposals", "states"}
         What feeds the online trainer: every iteration's proposal with its
         exact U (computed anyway by the Metropolis test; the default), or the
@@ -95,6 +98,9 @@ class ARNSHMC(RNSHMC):
         options.setdefault("input_scale", 0.5)
         options.setdefault("ridge", 1e-8)
         super().__init__(potential, **options)
+        if self.transitions is not None and max_points is None:
+            raise ValueError("transitions need a fixed surrogate: set max_points (the online "
+                             "updates stop there, and surrogate transitions start)")
         self.n_start = check_int("n_start", n_start, 2)
         self.update_every = check_int("update_every", update_every, 1)
         self.exponent = float(exponent)
@@ -201,6 +207,8 @@ class ARNSHMC(RNSHMC):
                                    proposals=self.online_data == "proposals")
         else:
             ctx.stopped = 0                 # the start set already fills max_points
+            if self.transitions is not None:
+                self.start_transitions(ctx, net)
         span, i = max(self.update_every, 250), 0
         while i < n_draws:
             i = ctx.run_span(ctx.chain, ctx.main, i, min(i + span, n_draws), "sample", hook)
@@ -212,3 +220,7 @@ class ARNSHMC(RNSHMC):
             if hook is not None:
                 trainer.n_seen = hook.n_seen
                 ctx.switches, ctx.stopped = list(hook.switches), hook.stopped
+                if self.transitions is not None and hook.stopped is not None:
+                    # the surrogate is fixed from here on: surrogate transitions
+                    self.start_transitions(ctx, net)
+                    hook = None

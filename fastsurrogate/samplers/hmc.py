@@ -78,8 +78,9 @@ class HMC(Sampler):
         drive = self.potential if drive is None else drive
         judge = self.potential if judge is None else judge
         step = self.step_size if self.step_size is not None else (1.0 if self.adapt else 0.1)
+        random_n_steps = self.random_n_steps and kw.get("algorithm", "hmc") != "nuts"
         return Chain(drive, judge, q0, generator, step_size=step, n_steps=self.n_steps,
-                     random_n_steps=self.random_n_steps, inv_metric=self._initial_inv_metric(),
+                     random_n_steps=random_n_steps, inv_metric=self._initial_inv_metric(),
                      max_energy_error=self.max_energy_error, **kw)
 
     def warmup(self, chain, trace, ctx, n_warmup, key="warmup"):

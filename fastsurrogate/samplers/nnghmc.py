@@ -123,9 +123,22 @@ class NNGHMC(HMC):
         A trained gradient network (e.g. from an earlier run, or
         :func:`fastsurrogate.surrogates.swap_prior`): no schedule; after
         ``n_warmup`` exact iterations it drives the sampling directly.
+    explore : {"hmc", "nuts"}
+        The exact kernel of the burn-in and exploration phases (and of the
+        draws when no switch happens): HMC (default, the paper) or NUTS
+        (every leapfrog step of its trajectories is recorded likewise).
+    max_tree_depth : int
+        NUTS: at most 2**max_tree_depth - 1 leapfrog steps per transition.
     **hmc_options
         step_size, n_steps, random_n_steps, metric, adapt, target_accept,
         max_energy_error, as for :class:`HMC`.
+
+    NNgHMC has no surrogate transitions (``transitions=``): its network
+    predicts grad U only and has no value V, so the exact correction
+    min(1, exp(-U(q') + U(q) + V(q') - V(q))) cannot be formed (a V
+    recovered by integrating the predicted gradient along a path would
+    depend on the path, since the network's output is not a gradient field).
+    Asking for it raises a ValueError.
 
     Examples
     --------
@@ -145,8 +158,20 @@ class NNGHMC(HMC):
                  holdout=0.1, burn_in=0.2, train_start=0.5, train_every=0.1, train_end=None,
                  trial_length=50, switch_fraction=0.9, record_every=1, max_train=None,
                  start="affine", warm_start=True, trainer=None, trainer_options=None,
-                 surrogate=None, **hmc_options):
+                 surrogate=None, explore="hmc", max_tree_depth=10, **hmc_options):
+        if hmc_options.get("transitions") is not None or "inner" in hmc_options:
+            raise ValueError("NNgHMC has no surrogate transitions: its gradient network has no "
+                             "value V, so the exact test min(1, exp(-U(q') + U(q) + V(q') - "
+                             "V(q))) cannot be formed; use RNS-HMC, ARNS-HMC (max_points) or "
+                             "VHMC (exact=True)")
+        hmc_options.pop("transitions", None)
         super().__init__(potential, **hmc_options)
+        if explore not in ("hmc", "nuts"):
+            raise ValueError(f'explore must be "hmc" or "nuts", got {explore!r}')
+        self.explore_with = explore
+        self.max_tree_depth = check_int("max_tree_depth", max_tree_depth, 1)
+        if self.max_tree_depth > 30:
+            raise ValueError(f"max_tree_depth must be <= 30, got {max_tree_depth}")
         self.n_hidden = check_int("n_hidden", n_hidden, 1)
         self.blocks = check_int("blocks", blocks, 1)
         if self.blocks > potential.dim:
@@ -329,7 +354,8 @@ class NNGHMC(HMC):
             if ctx.exact is None:
                 ctx.recorder.active = False
                 ctx.exact = ctx.chain = self.make_chain(ctx.q0, ctx.generator,
-                                                        drive=ctx.recorder, judge=ctx.recorder)
+                                                        drive=ctx.recorder, judge=ctx.recorder,
+                                                        **self._explore_options())
             ctx.recorder.active = record
             with ctx.phase("warmup"), ctx.phase("explore" if record else "burn_in"):
                 if row0 == 0:
@@ -368,17 +394,23 @@ class NNGHMC(HMC):
     def draw(self, ctx, switched):
         """The kept draws: network-driven after a switch, else exact HMC."""
         if ctx.exact is None:               # n_warmup == 0 with a given surrogate
-            ctx.exact = ctx.chain = self.make_chain(ctx.q0, ctx.generator)
+            ctx.exact = ctx.chain = self.make_chain(ctx.q0, ctx.generator,
+                                                    **self._explore_options())
         if switched:
             if ctx.chain.drive is not ctx.run.net:
                 ctx.chain = self._trial_chain(ctx.chain, ctx.run.net)
         else:
-            chain = self.make_chain(ctx.chain.position, ctx.generator)
+            chain = self.make_chain(ctx.chain.position, ctx.generator, **self._explore_options())
             chain.step_size = ctx.exact.step_size
             chain.set_inv_metric(ctx.exact.inv_metric)
             ctx.chain = chain
         with ctx.phase("sample"):
             ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
+
+    def _explore_options(self):
+        if self.explore_with == "nuts":
+            return {"algorithm": "nuts", "max_tree_depth": self.max_tree_depth}
+        return {}
 
     def _training_set(self, run, seed, j):
         Q = np.concatenate([c.recorder.points()[0] for c in run.ctxs])

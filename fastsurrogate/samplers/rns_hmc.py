@@ -26,6 +26,7 @@ from ..models._models import Gaussian
 from ..surrogates.laplace import laplace_approximation
 from ..surrogates.random_network import train_random_network
 from ._base import check_int, check_positive, check_potential
+from ._transitions import check_transitions, tune_transitions, transition_chain
 from .hmc import HMC
 
 __all__ = ["RNSHMC", "surrogate_seed"]
@@ -104,6 +105,31 @@ class RNSHMC(HMC):
         to learn the non-Gaussian remainder.  None (default): the paper's
         network alone.  ``result.surrogate`` is then the sum, and
         ``result.info["base"]`` the base.
+    transitions : None, int or "auto"
+        Surrogate transitions with an exact correction (Liu 2001, sec.
+        9.4.3; Christen & Fox 2005): each kept iteration makes k
+        transitions of ``inner`` on the surrogate V alone (no data cost),
+        then ONE Metropolis-Hastings test with acceptance
+        min(1, exp(-U(q') + U(q) + V(q') - V(q))): exact for any k, one
+        exact U per k surrogate transitions.  None (default): the paper's
+        exploitation (one surrogate-driven HMC proposal per exact test).
+        "auto": k chosen before the kept draws from the expected squared
+        jump per exact evaluation on the ladder 1, 2, 4, 8, 16 (100 tuning
+        iterations each, not kept; see
+        :mod:`fastsurrogate.samplers._transitions`), then fixed.  With
+        ``adapt`` the inner step size is re-adapted on V alone (200
+        iterations, no exact evaluation).  ``info["transitions"]`` (per
+        chain) records k, the step size and the ladder.
+    inner : {"hmc", "nuts"}
+        The kernel on V for ``transitions``: HMC with this sampler's
+        ``n_steps`` / ``random_n_steps``, or NUTS (``max_tree_depth``).
+    explore : {"hmc", "nuts"}
+        The exact kernel of the exploration phase: HMC (default, the paper)
+        or NUTS (Stan's multinomial NUTS; its step size then starts the
+        exploitation).
+    max_tree_depth : int
+        NUTS (``inner`` or ``explore``): at most 2**max_tree_depth - 1
+        leapfrog steps per transition.
     **hmc_options
         step_size, n_steps, random_n_steps, metric, adapt, target_accept,
         max_energy_error, as for :class:`HMC`.
@@ -124,8 +150,19 @@ class RNSHMC(HMC):
     def __init__(self, potential, *, n_hidden=1000, activation="softplus", ridge="auto",
                  standardize=True, input_scale="auto", training="states", train_from=0.2,
                  delayed_acceptance=False, guard=0.5, guard_window=200,
-                 guard_action="retrain", surrogate=None, base=None, **hmc_options):
+                 guard_action="retrain", surrogate=None, base=None, transitions=None,
+                 inner="hmc", explore="hmc", max_tree_depth=10, **hmc_options):
         super().__init__(potential, **hmc_options)
+        self.transitions, self.inner = check_transitions(transitions, inner)
+        if explore not in ("hmc", "nuts"):
+            raise ValueError(f'explore must be "hmc" or "nuts", got {explore!r}')
+        self.explore_with = explore
+        self.max_tree_depth = check_int("max_tree_depth", max_tree_depth, 1)
+        if self.max_tree_depth > 30:
+            raise ValueError(f"max_tree_depth must be <= 30, got {max_tree_depth}")
+        if self.transitions is not None and delayed_acceptance:
+            raise ValueError("delayed_acceptance does not apply with transitions: the exact "
+                             "test already comes once per k surrogate transitions")
         self.n_hidden = check_int("n_hidden", n_hidden, 1)
         if activation not in ("softplus", "sigmoid", "tanh", "rbf"):
             raise ValueError(f"activation must be softplus, sigmoid, tanh or rbf; got {activation!r}")
@@ -215,12 +252,28 @@ class RNSHMC(HMC):
 
     def explore(self, ctx):
         """Exact HMC: adaptation on the first half (when adapting), then fixed."""
-        ctx.chain = self.make_chain(ctx.q0, ctx.generator)
+        ctx.chain = self.make_chain(ctx.q0, ctx.generator, **self._explore_options())
         n_warmup = ctx.run.n_warmup
         n_adapt = self._n_adapt(n_warmup)
         with ctx.phase("warmup"):
             self.warmup(ctx.chain, ctx.warm, ctx, n_adapt, key="warmup")
             ctx.run_span(ctx.chain, ctx.warm, n_adapt, n_warmup, "warmup")
+
+    def _explore_options(self):
+        if self.explore_with == "nuts":
+            return {"algorithm": "nuts", "max_tree_depth": self.max_tree_depth}
+        return {}
+
+    def start_transitions(self, ctx, drive):
+        """The sampling chain with surrogate transitions, tuned before the kept draws."""
+        if "inner_accept_prob" not in ctx.main:
+            ctx.main["inner_accept_prob"] = np.full(ctx.main["potential"].shape[0], np.nan)
+        with ctx.phase("tune"):
+            ctx.chain, tinfo = tune_transitions(self, ctx.chain, drive, self.transitions,
+                                                self.inner, stop=ctx.stop)
+        tinfo["chain"] = ctx.index
+        ctx.run.info.setdefault("transitions", []).append(tinfo)
+        return ctx.chain
 
     def training_set(self, traces, start):
         Q = np.concatenate([t["draws"][start:] for t in traces])
@@ -250,7 +303,10 @@ class RNSHMC(HMC):
 
     def exploit(self, ctx, net, Q, U, seed, base=None):
         """Surrogate-driven sampling, watched by the guard in windows."""
-        ctx.chain = self._continue_chain(ctx.chain, net)
+        if self.transitions is not None:
+            self.start_transitions(ctx, net)
+        else:
+            ctx.chain = self._continue_chain(ctx.chain, net)
         n_draws, trace = ctx.run.n_draws, ctx.main
         explore_acc = ctx.run.info["exploration_acceptance"][ctx.index]
         i = 0
@@ -276,6 +332,10 @@ class RNSHMC(HMC):
 
     def _continue_chain(self, chain, drive):
         """A chain driven by `drive` and judged by the exact U, from where `chain` is."""
+        if (self.transitions is not None and drive is not self.potential
+                and chain.surrogate_steps > 0):
+            # a guard retrain keeps the tuned k and step size
+            return transition_chain(self, chain, drive, chain.surrogate_steps, self.inner)
         return Chain(drive, self.potential, chain.position, chain.generator,
                      step_size=chain.step_size, n_steps=self.n_steps,
                      random_n_steps=self.random_n_steps, inv_metric=chain.inv_metric,

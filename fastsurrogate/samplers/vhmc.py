@@ -43,6 +43,7 @@ from ..surrogates.laplace import LaplaceApproximation, laplace_approximation
 from ._base import check_int, check_positive, check_metric
 from .hmc import HMC
 from .rns_hmc import surrogate_seed
+from ._transitions import check_transitions, tune_transitions
 
 __all__ = ["VHMC", "training_curve", "default_n_hidden"]
 
@@ -136,6 +137,16 @@ class VHMC(HMC):
     delayed_acceptance : bool
         With ``exact``, first screen each proposal with V (saves exact
         evaluations; still exact).
+    transitions : None, int or "auto"
+        With ``exact``: surrogate transitions with an exact correction after
+        t0 (k transitions of ``inner`` on the frozen V, then one exact test
+        with U - V; see :class:`~fastsurrogate.RNSHMC`); k and the inner
+        step size are tuned at t0 and fixed from there (the rest of the
+        warm-up re-adapts the inner step size when ``adapt``).
+    inner : {"hmc", "nuts"}
+        The kernel on V for ``transitions``.
+    max_tree_depth : int
+        NUTS as ``inner``: at most 2**max_tree_depth - 1 leapfrog steps.
     laplace : LaplaceApproximation, optional
         Reuse one (e.g. from an earlier run) instead of computing it.
     metric : {"laplace", "laplace-diag", "unit"} or ndarray
@@ -179,7 +190,8 @@ class VHMC(HMC):
                  whiten=True, ridge=1e-6, n_s=None, mu=None, n_train=None, tol=0.01, window=100,
                  exact=False, delayed_acceptance=False, laplace=None, metric="laplace",
                  step_size=None, n_steps=10, random_n_steps=True, adapt=True,
-                 target_accept=0.8, max_energy_error=1000.0, blas_threads=1):
+                 target_accept=0.8, max_energy_error=1000.0, blas_threads=1,
+                 transitions=None, inner="hmc", max_tree_depth=10):
         super().__init__(potential, step_size=step_size, n_steps=n_steps,
                          random_n_steps=random_n_steps, metric="unit", adapt=adapt,
                          target_accept=target_accept, max_energy_error=max_energy_error)
@@ -221,6 +233,13 @@ class VHMC(HMC):
         self.laplace = laplace
         self.blas_threads = None if blas_threads is None else check_int("blas_threads",
                                                                         blas_threads, 1)
+        self.transitions, self.inner = check_transitions(transitions, inner)
+        self.max_tree_depth = check_int("max_tree_depth", max_tree_depth, 1)
+        if self.transitions is not None and not self.exact:
+            raise ValueError("transitions apply to the exact option only (exact=True): "
+                             "without it V already judges")
+        if self.transitions is not None and self.delayed_acceptance:
+            raise ValueError("delayed_acceptance does not apply with transitions")
         if self.exact:
             self.method = "vhmc-exact"
 
@@ -373,7 +392,16 @@ class VHMC(HMC):
             if self.adapt:
                 chain.finish_adaptation()
         # frozen from here on: V = V_{t0}
-        if self.exact:
+        if self.exact and self.transitions is not None:
+            ctx.main["inner_accept_prob"] = np.full(ctx.run.n_draws, np.nan)
+            ctx.warm["inner_accept_prob"] = np.full(ctx.run.n_warmup, np.nan)
+            with ctx.phase("tune"):
+                chain, tinfo = tune_transitions(self, chain, V, self.transitions, self.inner,
+                                                stop=ctx.stop)
+            ctx.chain = chain
+            tinfo["chain"] = ctx.index
+            ctx.run.info.setdefault("transitions", []).append(tinfo)
+        elif self.exact:
             chain = ctx.chain = Chain(V, self.potential, chain.position, chain.generator,
                                       step_size=chain.step_size, n_steps=self.n_steps,
                                       random_n_steps=self.random_n_steps, inv_metric=inv_metric,
