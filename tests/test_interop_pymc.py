@@ -55,7 +55,7 @@ def _moments(idata):
 def test_pymc_model_with_a_fastsurrogate_term_matches_the_native_model():
     X, y = _data()
     glm = fs.models.LogisticRegression(X, y, prior_sd=10.0)
-    kw = dict(draws=1500, tune=500, chains=2, cores=1, progressbar=False,
+    kw = dict(draws=1000, tune=500, chains=2, cores=1, progressbar=False,
               compute_convergence_checks=False)
     with pm.Model():
         beta = pm.Flat("beta", shape=3)
@@ -81,7 +81,7 @@ def test_nutpie_samples_the_pymc_model_with_a_fastsurrogate_term():
         beta = pm.Flat("beta", shape=3)
         pm.Potential("fs_logp", to_pytensor(glm)(beta))
     compiled = nutpie.compile_pymc_model(model, backend="numba")
-    idata = nutpie.sample(compiled, draws=1500, tune=500, chains=2, seed=3,
+    idata = nutpie.sample(compiled, draws=1000, tune=500, chains=2, seed=3,
                           progress_bar=False)
     draws = idata.posterior["beta"].values
     ref = fs.sample(glm, method="nuts", n_draws=3000, n_warmup=500, chains=2, seed=3,
