@@ -44,6 +44,27 @@ def logistic(n, d, seed=0):
     return fs.models.LogisticRegression(X, y, prior_sd=10.0)
 
 
+def thread_wakeup_us(n=300):
+    """Round trip of two Python threads waking each other (scheduler latency)."""
+    import threading
+    a, b = threading.Event(), threading.Event()
+
+    def other():
+        for _ in range(n):
+            a.wait()
+            a.clear()
+            b.set()
+    t = threading.Thread(target=other)
+    t.start()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        a.set()
+        b.wait()
+        b.clear()
+    t.join()
+    return 1e6 * (time.perf_counter() - t0) / n
+
+
 def per_call(fn, n):
     t = time.perf_counter()
     fn()
@@ -58,6 +79,9 @@ def main():
     n = args.n
     print(f"CPU: {cpu_model()}; jax {jax.__version__}; n = {n} calls per repeat, "
           f"{args.repeats} interleaved repeats, medians")
+    import os
+    print(f"load average {os.getloadavg()}; thread wake-up round trip "
+          f"{thread_wakeup_us():.1f} us (a host callback pays about one)")
     models = {"small: logistic N=100 d=5": logistic(100, 5),
               "medium: logistic N=10000 d=50": logistic(10000, 50)}
     print(f"{'model':32s} {'kernel us':>10s} {'python us':>10s} {'jax scan us':>12s} "
