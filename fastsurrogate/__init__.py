@@ -31,19 +31,28 @@ from . import models, diagnostics, datasets
 from .result import Result
 from .samplers import HMC, NUTS, RNSHMC, ARNSHMC, NNGHMC, VHMC, SAMPLERS
 from . import surrogates
+from . import interop
 from .diagnostics import approximation
 
 __version__ = "0.1.0.dev0"
 
 __all__ = ["Potential", "PotentialError", "TrainingError", "WeightedSum", "RecordingPotential",
            "Result", "HMC", "NUTS", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "sample", "models",
-           "surrogates",
-           "diagnostics", "approximation", "datasets", "get_include"]
+           "surrogates", "diagnostics", "approximation", "datasets", "interop", "get_include"]
 
 
 def get_include():
-    """Folder with the C headers (fs_potential.h, ...) for extensions built on fastsurrogate."""
-    return _os.path.join(_os.path.dirname(__file__), "include")
+    """Folder with the C headers (fs_potential.h, ...) for extensions built on fastsurrogate.
+
+    An installed package ships them in ``fastsurrogate/include``; a checkout
+    built in place has them in ``csrc/`` beside the package.
+    """
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    inc = _os.path.join(here, "include")
+    csrc = _os.path.join(_os.path.dirname(here), "csrc")
+    if not _os.path.isdir(inc) and _os.path.isfile(_os.path.join(csrc, "fs_potential.h")):
+        return csrc
+    return inc
 
 
 def _init_params(cls):

@@ -1,4 +1,5 @@
 """One result type for every sampler."""
+import re
 
 import numpy as np
 
@@ -139,28 +140,82 @@ class Result:
         }
         return table
 
-    def to_arviz(self):
-        """An ``arviz.InferenceData`` with the (constrained) draws and sample stats."""
+    # ArviZ's names for the sampler statistics (sample_stats group).
+    _ARVIZ_STATS = {"accept_prob": "acceptance_rate", "divergent": "diverging",
+                    "energy": "energy", "step_size": "step_size", "n_steps": "n_steps",
+                    "potential": "lp", "tree_depth": "tree_depth",
+                    "energy_error": "energy_error", "accepted": "accepted"}
+
+    def _arviz_stats(self, stats):
+        out = {}
+        for k, new in self._ARVIZ_STATS.items():
+            if k not in stats:
+                continue
+            v = np.asarray(stats[k])
+            if k == "tree_depth" and self.method != "nuts" and not np.any(v):
+                continue            # only NUTS builds trees
+            if k == "potential":
+                v = -v              # lp is the log density
+            if k in ("divergent", "accepted"):
+                v = v.astype(bool)
+            out[new] = v
+        return out
+
+    def to_arviz(self, *, dims=None, coords=None, rename=None, include_warmup=False):
+        """An ``arviz.InferenceData`` with the (constrained) draws and sample stats.
+
+        Scalars named ``name[i]`` (or ``name[i,j]``, ...) are gathered into one
+        variable ``name`` with one dimension per index (default dimension
+        names ``name_dim_0``, ..., coordinates the indices as written), so a
+        model's ``beta[0]..beta[49]`` is one variable ``beta`` of shape
+        ``(chain, draw, 50)``.  Sample stats use ArviZ's names:
+        ``acceptance_rate``, ``diverging``, ``energy``, ``step_size``,
+        ``n_steps``, ``lp`` (log density, ``-U``), ``tree_depth`` (NUTS), plus
+        ``energy_error`` and ``accepted``.
+
+        Parameters
+        ----------
+        dims : dict, optional
+            Variable name -> list of dimension names, e.g.
+            ``{"beta": ["feature"]}`` (after ``rename``).
+        coords : dict, optional
+            Dimension name -> coordinate values, e.g. ``{"feature": names}``.
+        rename : dict, optional
+            Old variable name -> new one, e.g. ``{"q": "beta"}`` for a
+            Potential whose parameters are the default ``q[0], q[1], ...``.
+        include_warmup : bool
+            Also store the warm-up draws (when the run kept them) in the
+            ``warmup_posterior`` / ``warmup_sample_stats`` groups.
+
+        Examples
+        --------
+        >>> import fastsurrogate as fs
+        >>> res = fs.sample(fs.models.StandardNormal(3), n_draws=100, n_warmup=100,
+        ...                 chains=2, seed=0, progress=False)
+        >>> idata = res.to_arviz(rename={"q": "x"}, dims={"x": ["axis"]})  # doctest: +SKIP
+        >>> idata.posterior["x"].shape                                     # doctest: +SKIP
+        (2, 100, 3)
+        """
         try:
             import arviz as az
         except ImportError as exc:
             raise ImportError("to_arviz needs ArviZ: pip install arviz") from exc
-        posterior = {k: np.asarray(v) for k, v in self.constrained().items()}
-        names = {"accept_prob": "acceptance_rate", "divergent": "diverging",
-                 "energy": "energy", "n_steps": "n_steps", "step_size": "step_size",
-                 "potential": "lp", "energy_error": "energy_error", "accepted": "accepted"}
-        sample_stats = {}
-        for k, new in names.items():
-            if k in self.stats:
-                v = np.asarray(self.stats[k])
-                if k == "potential":
-                    v = -v
-                if k in ("divergent", "accepted"):
-                    v = v.astype(bool)
-                sample_stats[new] = v
-        kw = dict(posterior=posterior, sample_stats=sample_stats,
+        rename = dict(rename or {})
+        posterior, auto_dims, auto_coords = _gather_vectors(self.constrained(), rename)
+        dims = {**auto_dims, **dict(dims or {})}
+        used = {d for ds in dims.values() for d in ds}
+        coords = {**{k: v for k, v in auto_coords.items() if k in used}, **dict(coords or {})}
+        kw = dict(posterior=posterior, sample_stats=self._arviz_stats(self.stats),
+                  dims=dims, coords=coords,
                   attrs={"method": self.method, "exact": int(self.exact),
                          "inference_library": "fastsurrogate"})
+        if include_warmup and self.warmup_draws is not None and self.warmup_draws.shape[1]:
+            wres = Result(draws=self.warmup_draws, stats=self.warmup_stats or {},
+                          method=self.method, potential=self.potential,
+                          param_names=self.param_names)
+            kw["warmup_posterior"] = _gather_vectors(wres.constrained(), rename)[0]
+            kw["warmup_sample_stats"] = self._arviz_stats(self.warmup_stats or {})
+            kw["save_warmup"] = True
         return az.from_dict(**kw)
 
     def __repr__(self):
@@ -176,3 +231,64 @@ class Result:
         """What the draws target: "exact posterior" or "surrogate-induced
         distribution (approximate)" (``exact`` False, e.g. VHMC)."""
         return "exact posterior" if self.exact else "surrogate-induced distribution (approximate)"
+
+
+_INDEXED = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<idx>[^\[\]]+)\]$")
+
+
+def _gather_vectors(named, rename):
+    """Scalars ``name[i, ...]`` -> one array per ``name`` with trailing axes.
+
+    ``named`` maps names to arrays ``(chains, draws)`` (or already with
+    trailing axes).  A group becomes one variable when its indices are
+    integers filling a full grid (any common start, e.g. Stan's 1-based
+    ones); otherwise its entries stay separate.  Returns ``(variables, dims,
+    coords)`` for ``arviz.from_dict``.
+    """
+    groups, order = {}, []
+    for name, value in named.items():
+        m = _INDEXED.match(name)
+        key = m.group("base") if m else None
+        idx = None
+        if m:
+            try:
+                idx = tuple(int(t) for t in m.group("idx").split(","))
+            except ValueError:
+                key = None
+        if key is None:
+            order.append(("scalar", name))
+            continue
+        if key not in groups:
+            groups[key] = []
+            order.append(("group", key))
+        groups[key].append((idx, name, value))
+
+    out, dims, coords = {}, {}, {}
+    for kind, key in order:
+        if kind == "scalar":
+            out[rename.get(key, key)] = np.asarray(named[key])
+            continue
+        entries = groups[key]
+        idxs = np.array([e[0] for e in entries]) if len({len(e[0]) for e in entries}) == 1 else None
+        ok = idxs is not None
+        if ok:
+            lo = idxs.min(axis=0)
+            shape = tuple(int(s) for s in idxs.max(axis=0) - lo + 1)
+            ok = (int(np.prod(shape)) == len(entries)
+                  and len({tuple(i) for i in idxs.tolist()}) == len(entries)
+                  and key not in named)
+        if not ok:                       # not a full grid: keep the scalars
+            for _, name, value in entries:
+                out[rename.get(name, name)] = np.asarray(value)
+            continue
+        first = np.asarray(entries[0][2])
+        arr = np.empty(first.shape + shape, dtype=first.dtype)
+        for i, _, value in entries:
+            arr[(...,) + tuple(np.asarray(i) - lo)] = np.asarray(value)
+        new = rename.get(key, key)
+        out[new] = arr
+        names = [f"{new}_dim_{k}" for k in range(len(shape))]
+        dims[new] = names
+        for k, n in enumerate(names):
+            coords[n] = np.arange(lo[k], lo[k] + shape[k])
+    return out, dims, coords

@@ -259,7 +259,7 @@ def test_result_summary_and_arviz():
     assert "sample" in res.timings and "warmup" in res.timings
     az = pytest.importorskip("arviz")
     idata = res.to_arviz()
-    assert idata.posterior["q[0]"].shape == (2, 500)
+    assert idata.posterior["q"].shape == (2, 500, res.dim)       # q[0..] gathered
     assert bool(idata.sample_stats["diverging"].sum() == 0)
     assert np.allclose(az.summary(idata, round_to="none")["mean"].values,
                        res.draws.mean(axis=(0, 1)))

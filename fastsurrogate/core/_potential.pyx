@@ -52,6 +52,18 @@ def raise_for_status(int status, where="", error=PotentialError):
     raise error(msg, status)
 
 
+def _check_bridgestan_flags(propto, jacobian):
+    if not propto:
+        raise ValueError(
+            "propto=False asks for the normalising constants, which a Potential "
+            "does not compute (U is defined up to a constant); use propto=True")
+    if not jacobian:
+        raise ValueError(
+            "jacobian=False asks for the density without the log-Jacobian of the "
+            "unconstraining transforms, which a Potential always includes; use "
+            "jacobian=True")
+
+
 cdef class Potential:
     """U(q) = -log density(q) + const on R^dim, evaluated by compiled code.
 
@@ -164,18 +176,74 @@ cdef class Potential:
         return self.value(q)
 
     # -- bayes-kit / BridgeStan protocol ---------------------------------
+    # BridgeStan's StanModel: log_density(theta_unc, propto=True, jacobian=True),
+    # log_density_gradient(theta_unc, propto=True, jacobian=True, out=None) ->
+    # (float, ndarray), param_unc_num(), param_num(include_tp=False,
+    # include_gq=False), param_unc_names().  A Potential is defined on the
+    # unconstrained scale, up to a constant, with the log-Jacobian of its
+    # transforms included: the defaults are the only combination it computes.
     def dims(self):
-        """Number of parameters (bayes-kit protocol)."""
+        """Number of parameters (bayes-kit protocol); same as :meth:`param_unc_num`."""
         return self.pot.dim
 
-    def log_density(self, x):
-        """log density at x = -U(x) (bayes-kit protocol)."""
+    def param_unc_num(self):
+        """Number of unconstrained parameters (BridgeStan protocol): ``dim``."""
+        return self.pot.dim
+
+    def param_num(self, include_tp=False, include_gq=False):
+        """Number of parameters on the constrained scale (BridgeStan protocol).
+
+        ``include_tp`` / ``include_gq`` (transformed parameters, generated
+        quantities) are accepted for compatibility; a Potential has neither,
+        so the answer is the number of scalars :meth:`constrain` returns for
+        one point (``dim`` for the identity).
+        """
+        out = self.constrain(np.zeros(self.pot.dim))
+        return int(sum(np.size(v) for v in out.values()))
+
+    def param_unc_names(self):
+        """Names of the unconstrained parameters (BridgeStan protocol): ``param_names``."""
+        return list(self.param_names)
+
+    def log_density(self, x, propto=True, jacobian=True):
+        """log density at x = -U(x) (bayes-kit and BridgeStan protocols).
+
+        Parameters
+        ----------
+        x : array-like, shape (dim,)
+            Unconstrained parameters.
+        propto, jacobian : bool
+            BridgeStan's flags; only the defaults (``True``, ``True``) are
+            supported: U is defined up to a constant and includes the
+            log-Jacobian of its transforms.  Other values raise ValueError.
+
+        Examples
+        --------
+        >>> import numpy as np, fastsurrogate as fs
+        >>> fs.models.StandardNormal(2).log_density(np.ones(2))
+        -1.0
+        """
+        _check_bridgestan_flags(propto, jacobian)
         return -self.value(x)
 
-    def log_density_gradient(self, x):
-        """``(log density, gradient of log density)`` at x (bayes-kit protocol)."""
+    def log_density_gradient(self, x, propto=True, jacobian=True, out=None):
+        """``(log density, gradient of log density)`` at x (bayes-kit and
+        BridgeStan protocols): a float and an ndarray of shape ``(dim,)``.
+
+        ``out``, an optional float64 array ``(dim,)``, receives the gradient
+        and is returned (BridgeStan's ``out``).  ``propto`` and ``jacobian``
+        as in :meth:`log_density`.
+        """
+        _check_bridgestan_flags(propto, jacobian)
         v, g = self._eval(x, True, True)
-        return -v, -g
+        np.negative(g, out=g)
+        if out is not None:
+            if not (isinstance(out, np.ndarray) and out.dtype == np.float64
+                    and out.shape == (self.pot.dim,)):
+                raise ValueError(f"out must be a float64 ndarray of shape ({self.pot.dim},)")
+            out[...] = g
+            g = out
+        return -v, g
 
     # -- C-level access ----------------------------------------------------
     @property

@@ -1,0 +1,37 @@
+"""fastsurrogate potentials as log densities for other samplers.
+
+Every Potential (a model, a trained surrogate, a sum of them) can drive a
+sampler written in another library.  One module per library, each importing
+its library only when used:
+
+==========================  ====================================================
+``to_jax(potential)``       a jittable, differentiable, vmappable JAX log
+                            density (``jax.pure_callback`` + ``custom_vjp``)
+                            for NumPyro (``potential_fn``) and BlackJAX
+                            (``logdensity_fn``); module ``interop._jax``
+``to_pytensor(potential)``  a PyTensor Op (value and gradient in one call) for
+                            ``pm.Potential`` / ``pm.CustomDist`` terms in PyMC
+                            models (and nutpie through PyMC); module
+                            ``interop.pymc``
+``mici_system(potential)``  a mici Hamiltonian system; module ``interop.mici``
+==========================  ====================================================
+
+C and Cython code can call a Potential with no Python in the loop: see the
+``potential_v1`` capsule and ``fastsurrogate.get_include()``.
+"""
+
+__all__ = ["to_jax", "to_pytensor", "mici_system"]
+
+
+def __getattr__(name):
+    # Lazy: importing fastsurrogate.interop imports none of the libraries.
+    if name == "to_jax":
+        from ._jax import to_jax
+        return to_jax
+    if name == "to_pytensor":
+        from .pymc import to_pytensor
+        return to_pytensor
+    if name == "mici_system":
+        from .mici import mici_system
+        return mici_system
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
