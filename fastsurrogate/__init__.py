@@ -29,13 +29,14 @@ except ImportError as _exc:
 from . import models, diagnostics, datasets
 from .result import Result
 from .samplers import HMC, NUTS, RNSHMC, ARNSHMC, NNGHMC, VHMC, SAMPLERS
+from .samplers import RMHMC, RNSRMHMC
 from . import surrogates
 from .diagnostics import approximation
 
 __version__ = "0.1.0.dev0"
 
 __all__ = ["Potential", "PotentialError", "WeightedSum", "RecordingPotential", "Result",
-           "HMC", "NUTS", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "sample", "models", "surrogates",
+           "HMC", "NUTS", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "RMHMC", "RNSRMHMC", "sample", "models", "surrogates",
            "diagnostics", "approximation", "datasets", "get_include"]
 
 
