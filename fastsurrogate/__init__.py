@@ -30,6 +30,7 @@ except ImportError as _exc:
 from . import models, diagnostics, datasets
 from .result import Result
 from .samplers import HMC, NUTS, RNSHMC, ARNSHMC, NNGHMC, VHMC, SAMPLERS
+from .samplers import RMHMC, RNSRMHMC
 from . import surrogates
 from . import interop
 from .diagnostics import approximation
@@ -37,8 +38,9 @@ from .diagnostics import approximation
 __version__ = "0.1.0.dev0"
 
 __all__ = ["Potential", "PotentialError", "TrainingError", "WeightedSum", "RecordingPotential",
-           "Result", "HMC", "NUTS", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "sample", "models",
-           "surrogates", "diagnostics", "approximation", "datasets", "interop", "get_include"]
+           "Result", "HMC", "NUTS", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "RMHMC", "RNSRMHMC",
+           "sample", "models", "surrogates", "diagnostics", "approximation", "datasets", "interop",
+           "get_include"]
 
 
 def get_include():

@@ -11,9 +11,11 @@ from .rns_hmc import RNSHMC
 from .arns_hmc import ARNSHMC
 from .nnghmc import NNGHMC
 from .vhmc import VHMC
+from .rmhmc import RMHMC, RNSRMHMC
 
 SAMPLERS = {"hmc": HMC, "nuts": NUTS, "rns-hmc": RNSHMC, "arns-hmc": ARNSHMC,
             "nnghmc": NNGHMC, "vhmc": VHMC}
+SAMPLERS.update({"rmhmc": RMHMC, "rns-rmhmc": RNSRMHMC})
 
-__all__ = ["Sampler", "HMC", "NUTS", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "SAMPLERS",
+__all__ = ["Sampler", "HMC", "NUTS", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "RMHMC", "RNSRMHMC", "SAMPLERS",
            "check_int", "check_positive"]

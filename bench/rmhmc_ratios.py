@@ -1,0 +1,92 @@
+"""RMHMC and RNS-RMHMC against their baselines, measured in one run.
+
+1. Cost of one RMHMC iteration (Fisher metric, step 0.54, L = 2 fixed) over
+   one exact-HMC iteration (step 0.045, L = 2 fixed) on the simulated logistic
+   regression (N = 100000, d = 50): interleaved repeats, medians.
+2. Min ESS per second of sampling: RNS-RMHMC over RMHMC on the simulated
+   regression (step 0.54, L = 2) and on Bank Marketing (step 0.4, L = 6),
+   the paper's settings (RNS-HMC paper, Table 1: 36x and 26x).
+
+    python bench/rmhmc_ratios.py [--repeats 5] [--draws 300] [--threads 2]
+"""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fastsurrogate as fs                                     # noqa: E402
+from fastsurrogate.core._hmc import Chain, new_trace            # noqa: E402
+from fastsurrogate.core._rmhmc import FisherMetric, RMChain     # noqa: E402
+from fastsurrogate import diagnostics                           # noqa: E402
+from _benchutil import machine_line, log                        # noqa: E402
+
+
+def min_ess_per_s(res):
+    x = res.draws.reshape(-1, res.draws.shape[-1])
+    ess = min(diagnostics.ess_bulk(x[:, i][None]) for i in range(x.shape[1]))
+    return ess, ess / res.timings["sample"]
+
+
+def per_iteration(model, q0, repeats, n_iter):
+    M = FisherMetric(model)
+    g = np.random.default_rng(0)
+    hmc = Chain(model, model, q0, g, step_size=0.045, n_steps=2)
+    rm = RMChain(model, M, None, None, q0, np.random.default_rng(1), step_size=0.54, n_steps=2)
+    th, tr = [], []
+    for _ in range(repeats):
+        for chain, out in ((hmc, th), (rm, tr)):
+            t = new_trace(n_iter, model.dim)
+            t0 = time.perf_counter()
+            chain.run(t, 0, n_iter)
+            out.append((time.perf_counter() - t0) / n_iter)
+    return np.median(th), np.median(tr), rm.n_not_converged
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--draws", type=int, default=300)
+    ap.add_argument("--warmup", type=int, default=600)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--data", default=os.environ.get("FASTSURROGATE_DATA", "/work/shared/data"))
+    a = ap.parse_args()
+    print(machine_line())
+    X, y, beta = fs.datasets.simulate_logistic(100000, 50, seed=1)
+    sim = fs.models.LogisticRegression(X, y, prior_sd=10.0, n_threads=a.threads)
+    q0 = fs.sample(sim, method="hmc", n_draws=1, n_warmup=150, chains=1, seed=2,
+                   progress=False, step_size=0.045, n_steps=6, adapt=False).draws[0, -1]
+    th, tr, nc = per_iteration(sim, q0, a.repeats, a.iters)
+    print(f"simulated logistic N=100000 d=50, {a.threads} threads: exact HMC (L=2) "
+          f"{th * 1e3:.2f} ms/iter, RMHMC (L=2, Fisher) {tr * 1e3:.2f} ms/iter, "
+          f"ratio {tr / th:.2f} (target <= 3); not converged {nc}")
+    cases = [("simulated", sim, 0.54, 2, 0.045, 6, 2000)]
+    path = os.path.join(a.data, "bank_marketing.npz")
+    if os.path.exists(path):
+        z = np.load(path)
+        bank = fs.models.LogisticRegression(z["X"], z["y"].astype(float), prior_sd=10.0,
+                                            n_threads=a.threads)
+        cases.append(("bank", bank, 0.4, 6, 0.012, 45, 1000))
+    for name, model, eps, L, heps, hL, s in cases:
+        log(f"{name}: RMHMC")
+        r_rm = fs.sample(model, method="rmhmc", n_draws=a.draws, n_warmup=20, chains=1, seed=3,
+                         progress=False, step_size=eps, n_steps=L, adapt=False, init=[q0] if name == "simulated" else None)
+        log(f"{name}: RNS-RMHMC")
+        r_rns = fs.sample(model, method="rns-rmhmc", n_draws=a.draws * 3, n_warmup=a.warmup,
+                          chains=1, seed=3, progress=False, rm_step_size=eps, rm_n_steps=L,
+                          step_size=heps, n_steps=hL, adapt=False, n_hidden=s)
+        e1, s1 = min_ess_per_s(r_rm)
+        e2, s2 = min_ess_per_s(r_rns)
+        print(f"{name}: RMHMC acc {r_rm.stats['accept_prob'].mean():.2f} "
+              f"{r_rm.timings['sample'] / a.draws * 1e3:.1f} ms/iter minESS {e1:.0f} "
+              f"-> {s1:.2f}/s; RNS-RMHMC acc {r_rns.stats['accept_prob'].mean():.2f} "
+              f"{r_rns.timings['sample'] / (3 * a.draws) * 1e3:.1f} ms/iter minESS {e2:.0f} "
+              f"-> {s2:.2f}/s; ratio {s2 / s1:.1f} (target >= 10; paper "
+              f"{'36' if name == 'simulated' else '26'})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+/* fs_metric.h: the position-dependent metric contract of Riemannian-manifold
+ * HMC, beside fs_potential (fs_potential.h).
+ *
+ * Girolami & Calderhead (2011); RNS-HMC paper (Zhang, Shahbaba & Zhao 2017),
+ * section 2.2, eq. 5-9: H(q, p) = U(q) + 1/2 log det G(q) + 1/2 p^T G(q)^{-1} p.
+ * The generalized leapfrog (fs_rmhmc.h) needs, at a position q,
+ *
+ *   G(q)                         dim*dim, symmetric positive definite
+ *   tr[k]   = tr(G^{-1} dG/dq_k)        (the log-determinant term)
+ *   quad[k] = u^T (dG/dq_k) u           (the kinetic term, u = G^{-1} p)
+ *
+ * and never the dim^3 tensor dG itself: every metric here computes the two
+ * contractions directly (a GLM's Fisher information in passes over X, a
+ * random network's SoftAbs Hessian through its third-derivative contractions).
+ *
+ * eval(state, q, G):             G (dim*dim, row-major, full symmetric)
+ * contract(state, q, Ginv, u, tr, quad):
+ *     Ginv = G(q)^{-1} as the caller computed it from eval at the same q
+ *     (dim*dim); tr or quad may be NULL (then that output is skipped; u may
+ *     be NULL when quad is).  A metric may cache what its eval at q computed
+ *     (an eigendecomposition), but must check that q is the cached one.
+ * Both return FS_OK or an FS_E* code; non-finite output with FS_OK is
+ * treated by the samplers as a divergence.  A metric is NOT assumed
+ * thread-safe: one chain uses it at a time.
+ */
+#ifndef FS_METRIC_H
+#define FS_METRIC_H
+
+#include "fs_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int (*fs_metric_eval_fn)(void *state, const double *q, double *G);
+typedef int (*fs_metric_contract_fn)(void *state, const double *q, const double *Ginv,
+                                     const double *u, double *tr, double *quad);
+
+typedef struct fs_metric {
+    void *state;
+    fs_metric_eval_fn eval;
+    fs_metric_contract_fn contract;
+    int dim;
+} fs_metric;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FS_METRIC_H */

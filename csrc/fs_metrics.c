@@ -1,0 +1,352 @@
+/* fs_metrics.c: the GLM Fisher metric and the network SoftAbs metric (fs_metrics.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs_metrics.h"
+
+/* ---- GLM Fisher metric ---------------------------------------------------- */
+
+int fs_glm_weight_deriv(int family, double sigma, double t, double *FS_RESTRICT w,
+                        double *FS_RESTRICT dw)
+{
+    switch (family) {
+    case FS_GLM_LOGISTIC: {
+        const double e = exp(-fabs(t)), u = 1.0 + e;
+        *w = e / (u * u);
+        *dw = *w * (t >= 0 ? (e - 1.0) / u : (1.0 - e) / u);   /* w (1 - 2 s) */
+        break;
+    }
+    case FS_GLM_PROBIT: {
+        double m1, m2;
+        fs_inv_mills(t, &m1);
+        fs_inv_mills(-t, &m2);
+        *w = m1 * m2;
+        *dw = *w * (m2 - m1 - 2.0 * t);
+        break;
+    }
+    case FS_GLM_POISSON:
+        *w = *dw = exp(t);
+        break;
+    case FS_GLM_GAUSSIAN:
+        *w = 1.0 / (sigma * sigma);
+        *dw = 0.0;
+        break;
+    default:
+        return FS_EINVAL;
+    }
+    return FS_OK;
+}
+
+int fs_glm_metric_init(fs_glm_metric *s, const fs_glm *model, const fs_blas *blas)
+{
+    size_t fisher_doubles = 0, d, total, c;
+    int status;
+    memset(s, 0, sizeof(*s));
+    if (model == NULL || blas == NULL || blas->dgemm == NULL) return FS_EINVAL;
+    status = fs_glm_workspace_size(model->n, model->d, NULL, &fisher_doubles);
+    if (status != FS_OK) return status;
+    d = model->d;
+    c = (model->n + FS_GLM_FISHER_MIN_ROWS - 1) / FS_GLM_FISHER_MIN_ROWS;
+    if (c > FS_GLM_FISHER_MAX_CHUNKS) c = FS_GLM_FISHER_MAX_CHUNKS;
+    if (c < 1) c = 1;
+    s->chunk_rows = (model->n + c - 1) / c;
+    s->n_chunks = (int)((model->n + s->chunk_rows - 1) / s->chunk_rows);
+    total = fisher_doubles + (size_t)s->n_chunks * (2 * d + FS_GLM_METRIC_BLOCK * (d + 3));
+    s->own = malloc(sizeof(double) * total);
+    if (s->own == NULL) return FS_ENOMEM;
+    s->fisher_work = (double *)s->own;
+    s->partials = s->fisher_work + fisher_doubles;
+    s->ybuf = s->partials + (size_t)s->n_chunks * 2 * d;
+    s->model = model;
+    s->blas = blas;
+    return FS_OK;
+}
+
+void fs_glm_metric_free(fs_glm_metric *s)
+{
+    free(s->own);
+    s->own = NULL;
+}
+
+int fs_glm_metric_eval(void *state, const double *q, double *G)
+{
+    fs_glm_metric *s = (fs_glm_metric *)state;
+    return fs_glm_fisher(s->model, q, G, s->fisher_work);
+}
+
+/* Rows [i0, i1): the partial sums of tr (with Ginv) and quad (with u). */
+static void glm_contract_chunk(const fs_glm_metric *s, const double *beta, const double *Ginv,
+                               const double *u, size_t i0, size_t i1,
+                               double *FS_RESTRICT ptr, double *FS_RESTRICT pquad,
+                               double *FS_RESTRICT ybuf)
+{
+    const fs_glm *m = s->model;
+    const size_t d = m->d;
+    const int di = (int)d;
+    const double one = 1.0, zero = 0.0;
+    double *Y = ybuf, *ct = ybuf + FS_GLM_METRIC_BLOCK * d;
+    double *cq = ct + FS_GLM_METRIC_BLOCK, *dwv = cq + FS_GLM_METRIC_BLOCK;
+    size_t i, r, j;
+    if (ptr) memset(ptr, 0, sizeof(double) * d);
+    if (pquad) memset(pquad, 0, sizeof(double) * d);
+    for (i = i0; i < i1; i += FS_GLM_METRIC_BLOCK) {
+        const size_t nb = i + FS_GLM_METRIC_BLOCK <= i1 ? FS_GLM_METRIC_BLOCK : i1 - i;
+        const double *Xb = m->X + i * d;
+        for (r = 0; r < nb; r++) {
+            const double *x = Xb + r * d;
+            double t = 0.0, w, sq = 0.0;
+            for (j = 0; j < d; j++) t += x[j] * beta[j];
+            fs_glm_weight_deriv(m->family, m->sigma, t, &w, &dwv[r]);
+            if (pquad) {
+                for (j = 0; j < d; j++) sq += x[j] * u[j];
+                cq[r] = dwv[r] * sq * sq;
+            }
+        }
+        if (ptr) {
+            /* column-major: Y^T (d x nb) = Ginv (d x d, symmetric) X_b^T (d x nb) */
+            const int nbi = (int)nb;
+            s->blas->dgemm("N", "N", &di, &nbi, &di, &one, Ginv, &di, Xb, &di, &zero, Y, &di);
+            for (r = 0; r < nb; r++) {
+                const double *x = Xb + r * d, *y = Y + r * d;
+                double h = 0.0;
+                for (j = 0; j < d; j++) h += x[j] * y[j];
+                ct[r] = dwv[r] * h;
+            }
+        }
+        for (r = 0; r < nb; r++) {
+            const double *x = Xb + r * d;
+            if (ptr) { const double c = ct[r]; for (j = 0; j < d; j++) ptr[j] += c * x[j]; }
+            if (pquad) { const double c = cq[r]; for (j = 0; j < d; j++) pquad[j] += c * x[j]; }
+        }
+    }
+}
+
+int fs_glm_metric_contract(void *state, const double *q, const double *Ginv,
+                           const double *u, double *tr, double *quad)
+{
+    fs_glm_metric *s = (fs_glm_metric *)state;
+    const fs_glm *m = s->model;
+    const size_t d = m->d, n = m->n, ys = FS_GLM_METRIC_BLOCK * (d + 3);
+    const int nc = s->n_chunks;
+    int c;
+    size_t j;
+    if (tr == NULL && quad == NULL) return FS_OK;
+    if (quad != NULL && u == NULL) return FS_EINVAL;
+    if (tr != NULL && Ginv == NULL) return FS_EINVAL;
+#ifdef _OPENMP
+    {
+        const int nt = m->n_threads < nc ? m->n_threads : nc;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+        for (c = 0; c < nc; c++) {
+            const size_t i0 = (size_t)c * s->chunk_rows;
+            const size_t i1 = i0 + s->chunk_rows < n ? i0 + s->chunk_rows : n;
+            double *pp = s->partials + (size_t)c * 2 * d;
+            glm_contract_chunk(s, q, Ginv, u, i0, i1, tr ? pp : NULL, quad ? pp + d : NULL,
+                               s->ybuf + (size_t)c * ys);
+        }
+    }
+#else
+    for (c = 0; c < nc; c++) {
+        const size_t i0 = (size_t)c * s->chunk_rows;
+        const size_t i1 = i0 + s->chunk_rows < n ? i0 + s->chunk_rows : n;
+        double *pp = s->partials + (size_t)c * 2 * d;
+        glm_contract_chunk(s, q, Ginv, u, i0, i1, tr ? pp : NULL, quad ? pp + d : NULL,
+                           s->ybuf + (size_t)c * ys);
+    }
+#endif
+    if (tr) memset(tr, 0, sizeof(double) * d);
+    if (quad) memset(quad, 0, sizeof(double) * d);
+    for (c = 0; c < nc; c++) {           /* chunk order: deterministic */
+        const double *pp = s->partials + (size_t)c * 2 * d;
+        for (j = 0; j < d; j++) {
+            if (tr) tr[j] += pp[j];
+            if (quad) quad[j] += pp[d + j];
+        }
+    }
+    return FS_OK;
+}
+
+/* ---- SoftAbs --------------------------------------------------------------- */
+
+void fs_softabs(double l, double alpha, double *FS_RESTRICT f, double *FS_RESTRICT fp)
+{
+    const double x = alpha * l, ax = fabs(x);
+    if (ax < 0.1) {
+        /* x coth x = 1 + x^2/3 - x^4/45 + 2x^6/945 - x^8/4725 + 2x^10/93555 */
+        const double x2 = x * x;
+        const double g = 1.0 + x2 * (1.0 / 3 + x2 * (-1.0 / 45 + x2 * (2.0 / 945
+                         + x2 * (-1.0 / 4725 + x2 * (2.0 / 93555)))));
+        const double gp = x * (2.0 / 3 + x2 * (-4.0 / 45 + x2 * (12.0 / 945
+                          + x2 * (-8.0 / 4725 + x2 * (20.0 / 93555)))));
+        *f = g / alpha;
+        *fp = gp;
+    } else if (ax > 40.0) {
+        *f = fabs(l);
+        *fp = x > 0 ? 1.0 : -1.0;
+    } else {
+        const double th = tanh(x), sh = sinh(x);
+        *f = l / th;
+        *fp = 1.0 / th - x / (sh * sh);
+    }
+}
+
+int fs_network_metric_init(fs_network_metric *s, const fs_network *net, const fs_blas *blas,
+                           int diagonal, double alpha)
+{
+    const int d = net != NULL ? net->dim : 0;
+    size_t nw, total;
+    memset(s, 0, sizeof(*s));
+    if (net == NULL || d < 1 || !(alpha > 0) || (!diagonal && (blas == NULL || blas->dsyev == NULL)))
+        return FS_EINVAL;
+    s->lwork = 3 * d + 64 * d;
+    nw = fs_network_workspace_size(d, net->n_hidden);
+    total = (size_t)4 * d + 3 * (size_t)d * d + nw + (size_t)s->lwork;
+    s->own = malloc(sizeof(double) * total);
+    if (s->own == NULL) return FS_ENOMEM;
+    s->cq = (double *)s->own;
+    s->lam = s->cq + d;
+    s->f = s->lam + d;
+    s->fp = s->f + d;
+    s->V = s->fp + d;
+    s->A = s->V + (size_t)d * d;
+    s->T = s->A + (size_t)d * d;
+    s->net_work = s->T + (size_t)d * d;
+    s->syev_work = s->net_work + nw;
+    s->net = net;
+    s->blas = blas;
+    s->diagonal = diagonal;
+    s->alpha = alpha;
+    s->have = 0;
+    return FS_OK;
+}
+
+void fs_network_metric_free(fs_network_metric *s)
+{
+    free(s->own);
+    s->own = NULL;
+}
+
+/* The eigen- (or diagonal) decomposition at q, cached. */
+static int softabs_at(fs_network_metric *s, const double *q)
+{
+    const int d = s->net->dim;
+    int i, status, info = 0;
+    if (s->have && memcmp(q, s->cq, sizeof(double) * (size_t)d) == 0) return FS_OK;
+    s->have = 0;
+    if (s->diagonal) {
+        status = fs_network_hessian_diag(s->net, q, s->lam, s->net_work);
+    } else {
+        const char jobz = 'V', uplo = 'L';
+        status = fs_network_hessian(s->net, q, s->V, s->net_work);
+        if (status != FS_OK) return status;
+        for (i = 0; i < d * d; i++)
+            if (!fs_isfinite(s->V[i])) return FS_ENONFINITE;
+        /* symmetric: row- and column-major agree; on return column j of the
+           column-major V (V[i + j d]) is the eigenvector of lam[j] */
+        s->blas->dsyev(&jobz, &uplo, &d, s->V, &d, s->lam, s->syev_work, &s->lwork, &info);
+        if (info != 0) return FS_ELAPACK;
+    }
+    if (status != FS_OK) return status;
+    for (i = 0; i < d; i++) {
+        if (!fs_isfinite(s->lam[i])) return FS_ENONFINITE;
+        fs_softabs(s->lam[i], s->alpha, &s->f[i], &s->fp[i]);
+    }
+    memcpy(s->cq, q, sizeof(double) * (size_t)d);
+    s->have = 1;
+    return FS_OK;
+}
+
+/* out (row-major, symmetric) = V diag(c) V^T with V[i + j d] column j. */
+static void v_diag_vt(const double *V, const double *c, int d, double *FS_RESTRICT out)
+{
+    int i, k, j;
+    for (i = 0; i < d; i++)
+        for (k = 0; k <= i; k++) {
+            double acc = 0.0;
+            for (j = 0; j < d; j++) acc += V[i + (size_t)j * d] * c[j] * V[k + (size_t)j * d];
+            out[(size_t)i * d + k] = acc;
+            out[(size_t)k * d + i] = acc;
+        }
+}
+
+int fs_network_metric_eval(void *state, const double *q, double *G)
+{
+    fs_network_metric *s = (fs_network_metric *)state;
+    const int d = s->net->dim;
+    int status = softabs_at(s, q), i;
+    if (status != FS_OK) return status;
+    if (s->diagonal) {
+        memset(G, 0, sizeof(double) * (size_t)d * d);
+        for (i = 0; i < d; i++) G[(size_t)i * d + i] = s->f[i];
+    } else {
+        v_diag_vt(s->V, s->f, d, G);
+    }
+    return FS_OK;
+}
+
+int fs_network_metric_contract(void *state, const double *q, const double *Ginv,
+                               const double *u, double *tr, double *quad)
+{
+    fs_network_metric *s = (fs_network_metric *)state;
+    const int d = s->net->dim;
+    int status = softabs_at(s, q), i, j, k;
+    (void)Ginv;
+    if (status != FS_OK) return status;
+    if (s->diagonal) {
+        if (tr) {
+            for (i = 0; i < d; i++) s->T[i] = s->fp[i] / s->f[i];
+            status = fs_network_third_diag(s->net, q, s->T, tr, s->net_work);
+            if (status != FS_OK) return status;
+        }
+        if (quad) {
+            for (i = 0; i < d; i++) s->T[i] = u[i] * u[i] * s->fp[i];
+            status = fs_network_third_diag(s->net, q, s->T, quad, s->net_work);
+        }
+        return status;
+    }
+    if (tr) {
+        for (i = 0; i < d; i++) s->T[i] = s->fp[i] / s->f[i];
+        v_diag_vt(s->V, s->T, d, s->A);
+        status = fs_network_third_contractions(s->net, q, s->A, NULL, tr, NULL, s->net_work);
+        if (status != FS_OK) return status;
+    }
+    if (quad) {
+        double *a = s->T, *M = s->A, *VM = s->T + d;   /* T holds a, then V M (rows 1..) */
+        /* a = V^T u; M = J o a a^T */
+        for (j = 0; j < d; j++) {
+            double acc = 0.0;
+            for (i = 0; i < d; i++) acc += s->V[i + (size_t)j * d] * u[i];
+            a[j] = acc;
+        }
+        for (j = 0; j < d; j++)
+            for (k = 0; k <= j; k++) {
+                const double dl = s->lam[j] - s->lam[k];
+                double J;
+                if (fabs(dl) > 1e-9 * (fabs(s->lam[j]) + fabs(s->lam[k]) + 1e-300))
+                    J = (s->f[j] - s->f[k]) / dl;
+                else
+                    J = 0.5 * (s->fp[j] + s->fp[k]);
+                M[(size_t)j * d + k] = M[(size_t)k * d + j] = J * a[j] * a[k];
+            }
+        /* B = V M V^T: first VM (row-major d x d) into T after a, then B into A */
+        (void)VM;
+        {
+            double *P = s->T;   /* a is no longer needed: M holds it */
+            for (i = 0; i < d; i++)
+                for (k = 0; k < d; k++) {
+                    double acc = 0.0;
+                    for (j = 0; j < d; j++) acc += s->V[i + (size_t)j * d] * M[(size_t)j * d + k];
+                    P[(size_t)i * d + k] = acc;
+                }
+            for (i = 0; i < d; i++)
+                for (k = 0; k <= i; k++) {
+                    double acc = 0.0;
+                    for (j = 0; j < d; j++) acc += P[(size_t)i * d + j] * s->V[k + (size_t)j * d];
+                    M[(size_t)i * d + k] = M[(size_t)k * d + i] = acc;
+                }
+        }
+        status = fs_network_third_contractions(s->net, q, M, NULL, quad, NULL, s->net_work);
+    }
+    return status;
+}

@@ -1,0 +1,87 @@
+/* fs_metrics.h: metrics (fs_metric.h) for Riemannian-manifold HMC.
+ *
+ * GLM Fisher metric (Girolami & Calderhead 2011, section 7; RNS-HMC paper
+ * section 2.2):  G(b) = X^T W(Xb) X + P,  P = diag(prior precision),
+ *   dG/db_k = X^T diag(w'(t) X[:, k]) X,  t = X b, so that
+ *   tr(G^{-1} dG_k) = sum_n w'(t_n) X_nk h_n,   h_n = x_n^T G^{-1} x_n
+ *   u^T dG_k u      = sum_n w'(t_n) X_nk (x_n . u)^2
+ * Each is one pass over X (tr: a small dgemm per block of rows, the
+ * d^2 per row that h_n costs); both together share the pass.
+ *
+ * Network SoftAbs metric (Betancourt 2013) of a random-basis network's
+ * Hessian H (RNS-HMC paper section 3.4): H = Q diag(l) Q^T,
+ *   G = Q diag(f(l)) Q^T,  f(l) = l coth(alpha l)  (-> |l|, f(0) = 1/alpha)
+ *   dG_k = Q (J o (Q^T dH_k Q)) Q^T,  J_ij = (f_i - f_j) / (l_i - l_j), J_ii = f'(l_i)
+ * (Daleckii-Krein), hence with the network's contractions tr(A dH_k):
+ *   tr(G^{-1} dG_k) = tr(A dH_k),  A = Q diag(f'/f) Q^T
+ *   u^T dG_k u      = tr(B dH_k),  B = Q (J o a a^T) Q^T,  a = Q^T u.
+ * Diagonal variant (non-convex U, the paper's PDE example): G = diag(f(h)),
+ * h = diag H, with fs_network_third_diag.
+ * SoftAbs rather than eigenvalue clipping: clipping has a kink, so G would
+ * not be differentiable where an eigenvalue crosses the threshold and the
+ * generalized leapfrog's dG terms would jump; SoftAbs is smooth everywhere.
+ */
+#ifndef FS_METRICS_H
+#define FS_METRICS_H
+
+#include "fs_common.h"
+#include "fs_metric.h"
+#include "fs_glm.h"
+#include "fs_network.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Rows per block of the GLM contraction pass. */
+#define FS_GLM_METRIC_BLOCK 64
+
+typedef struct fs_glm_metric {
+    const fs_glm *model;      /* borrowed */
+    const fs_blas *blas;      /* borrowed: dgemm */
+    int n_chunks;
+    size_t chunk_rows;
+    double *fisher_work;      /* owned (all below are in one allocation) */
+    double *partials;         /* n_chunks * 2 d */
+    double *ybuf;             /* n_chunks * (FS_GLM_METRIC_BLOCK * (d + 3)) */
+    void *own;
+} fs_glm_metric;
+
+/* Allocates the workspaces.  FS_EINVAL / FS_ENOMEM. */
+int fs_glm_metric_init(fs_glm_metric *s, const fs_glm *model, const fs_blas *blas);
+void fs_glm_metric_free(fs_glm_metric *s);
+/* fs_metric_eval_fn / fs_metric_contract_fn with state = fs_glm_metric*. */
+int fs_glm_metric_eval(void *state, const double *q, double *G);
+int fs_glm_metric_contract(void *state, const double *q, const double *Ginv,
+                           const double *u, double *tr, double *quad);
+/* The expected-information weight w(t) and dw/dt of a family (sigma: the
+ * gaussian noise sd): logistic s(1-s), (1-2s) w; probit m(t) m(-t) with the
+ * inverse Mills ratio m, w (m(-t) - m(t) - 2t); poisson e^t twice; gaussian
+ * 1/sigma^2 and 0. */
+int fs_glm_weight_deriv(int family, double sigma, double t, double *FS_RESTRICT w,
+                        double *FS_RESTRICT dw);
+
+typedef struct fs_network_metric {
+    const fs_network *net;    /* borrowed */
+    const fs_blas *blas;      /* borrowed: dsyev */
+    int diagonal;
+    double alpha;
+    int have;                 /* cache valid for cq */
+    int lwork;
+    double *cq, *lam, *V, *f, *fp, *A, *T, *net_work, *syev_work;
+    void *own;
+} fs_network_metric;
+
+int fs_network_metric_init(fs_network_metric *s, const fs_network *net, const fs_blas *blas,
+                           int diagonal, double alpha);
+void fs_network_metric_free(fs_network_metric *s);
+int fs_network_metric_eval(void *state, const double *q, double *G);
+int fs_network_metric_contract(void *state, const double *q, const double *Ginv,
+                               const double *u, double *tr, double *quad);
+/* f(l) = l coth(alpha l) and f'(l), accurate for every l (series near 0). */
+void fs_softabs(double l, double alpha, double *FS_RESTRICT f, double *FS_RESTRICT fp);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FS_METRICS_H */

@@ -1,0 +1,476 @@
+/* fs_rmhmc.c: generalized leapfrog, RMHMC transitions and chain loop (see fs_rmhmc.h). */
+#include <math.h>
+#include <string.h>
+
+#include "fs_rmhmc.h"
+
+/* ---- small dense linear algebra (dim is tens: dim^3 is cheap) ----------- */
+
+int fs_rmhmc_cholesky(double *A, int d, double *logdet)
+{
+    int i, j, k;
+    double ld = 0.0;
+    for (j = 0; j < d; j++) {
+        double *rj = A + (size_t)j * d;
+        double s = rj[j];
+        for (k = 0; k < j; k++) s -= rj[k] * rj[k];
+        if (!(s > 0.0) || !fs_isfinite(s)) return FS_ESINGULAR;
+        s = sqrt(s);
+        rj[j] = s;
+        ld += 2.0 * log(s);
+        for (i = j + 1; i < d; i++) {
+            double *ri = A + (size_t)i * d;
+            double t = ri[j];
+            for (k = 0; k < j; k++) t -= ri[k] * rj[k];
+            ri[j] = t / s;
+        }
+        for (k = j + 1; k < d; k++) rj[k] = 0.0;
+    }
+    *logdet = ld;
+    return FS_OK;
+}
+
+/* Ginv = (L L^T)^{-1} = L^{-T} L^{-1}; tmp: dim*dim. */
+static void chol_inverse(const double *L, int d, double *FS_RESTRICT Ginv,
+                         double *FS_RESTRICT M)
+{
+    int i, j, k;
+    /* M = L^{-1} (lower), column by column of the identity */
+    memset(M, 0, sizeof(double) * (size_t)d * d);
+    for (j = 0; j < d; j++) {
+        M[(size_t)j * d + j] = 1.0 / L[(size_t)j * d + j];
+        for (i = j + 1; i < d; i++) {
+            double s = 0.0;
+            for (k = j; k < i; k++) s += L[(size_t)i * d + k] * M[(size_t)k * d + j];
+            M[(size_t)i * d + j] = -s / L[(size_t)i * d + i];
+        }
+    }
+    /* Ginv_ij = sum_k M_ki M_kj, k >= max(i, j) */
+    for (i = 0; i < d; i++)
+        for (j = 0; j <= i; j++) {
+            double s = 0.0;
+            for (k = i; k < d; k++) s += M[(size_t)k * d + i] * M[(size_t)k * d + j];
+            Ginv[(size_t)i * d + j] = s;
+            Ginv[(size_t)j * d + i] = s;
+        }
+}
+
+static void symv(const double *A, int d, const double *x, double *FS_RESTRICT y)
+{
+    int i, j;
+    for (i = 0; i < d; i++) {
+        const double *r = A + (size_t)i * d;
+        double s = 0.0;
+        for (j = 0; j < d; j++) s += r[j] * x[j];
+        y[i] = s;
+    }
+}
+
+/* 0.5 ||L^{-1} p||^2 by forward substitution (y: dim scratch). */
+static double half_quad_chol(const double *L, int d, const double *p, double *FS_RESTRICT y)
+{
+    int i, k;
+    double s2 = 0.0;
+    for (i = 0; i < d; i++) {
+        const double *r = L + (size_t)i * d;
+        double s = p[i];
+        for (k = 0; k < i; k++) s -= r[k] * y[k];
+        y[i] = s / r[i];
+        s2 += y[i] * y[i];
+    }
+    return 0.5 * s2;
+}
+
+static double max_abs_diff(const double *a, const double *b, int d, double *amax)
+{
+    double m = 0.0, x = 0.0;
+    int i;
+    for (i = 0; i < d; i++) {
+        const double e = fabs(a[i] - b[i]), v = fabs(a[i]);
+        if (e > m || e != e) m = e;
+        if (v > x) x = v;
+    }
+    *amax = x;
+    return m;
+}
+
+/* ---- workspace ---------------------------------------------------------- */
+/* layout: proposal point (3 dim + 3 dim^2), p, z (2 dim), leapfrog scratch
+   (8 dim), tmp (dim^2). */
+size_t fs_rmhmc_workspace_size(int dim)
+{
+    const size_t d = (size_t)(dim > 0 ? dim : 1);
+    return 4 * d * d + 16 * d;
+}
+
+#define W_PROP(w, d) (w)
+#define W_P(w, d) ((w) + 3 * (size_t)(d) + 3 * (size_t)(d) * (d))
+#define W_LF(w, d) (W_P(w, d) + 2 * (size_t)(d))
+#define W_TMP(w, d) (W_LF(w, d) + 8 * (size_t)(d))
+
+static int same_potential(const fs_potential *a, const fs_potential *b)
+{
+    return a == b || (a->eval == b->eval && a->state == b->state);
+}
+
+static int separate_metric(const fs_metric *dm, const fs_metric *jm)
+{
+    return jm != NULL && jm != dm && !(jm->eval == dm->eval && jm->state == dm->state);
+}
+
+/* G(q) into L (factored in place), Ginv, logdet. */
+static int metric_at(const fs_metric *m, const double *q, double *L, double *Ginv,
+                     double *logdet, double *tmp, int d)
+{
+    int status = m->eval(m->state, q, L);
+    if (status != FS_OK) return status;
+    if (!fs_hmc_all_finite(L, d * d)) return FS_ENONFINITE;
+    status = fs_rmhmc_cholesky(L, d, logdet);
+    if (status != FS_OK) return status;
+    if (Ginv != NULL) chol_inverse(L, d, Ginv, tmp);
+    return FS_OK;
+}
+
+static void point_view(fs_rmhmc_point *pt, double *w, int d, int with_judge)
+{
+    pt->q = w;
+    pt->grad = w + d;
+    pt->tr = w + 2 * (size_t)d;
+    pt->L = w + 3 * (size_t)d;
+    pt->Ginv = pt->L + (size_t)d * d;
+    pt->Lj = with_judge ? pt->Ginv + (size_t)d * d : NULL;
+}
+
+static void point_copy(fs_rmhmc_point *dst, const fs_rmhmc_point *src, int d)
+{
+    const size_t dd = sizeof(double) * (size_t)d * d, dv = sizeof(double) * (size_t)d;
+    memcpy(dst->q, src->q, dv);
+    memcpy(dst->grad, src->grad, dv);
+    memcpy(dst->tr, src->tr, dv);
+    memcpy(dst->L, src->L, dd);
+    memcpy(dst->Ginv, src->Ginv, dd);
+    if (dst->Lj != NULL && src->Lj != NULL) memcpy(dst->Lj, src->Lj, dd);
+    dst->logdet = src->logdet;
+    dst->u_drive = src->u_drive;
+    dst->u_judge = src->u_judge;
+    dst->logdet_judge = src->logdet_judge;
+}
+
+int fs_rmhmc_point_init(const fs_rmhmc_config *cfg, const fs_potential *drive,
+                        const fs_metric *dmetric, const fs_potential *judge,
+                        const fs_metric *jmetric, fs_rmhmc_point *cur,
+                        double *FS_RESTRICT work)
+{
+    const int d = cfg->dim;
+    double *tmp = W_TMP(work, d);
+    double uj = NAN, ud = NAN;
+    int status;
+    status = drive->eval(drive->state, cur->q, &ud, cur->grad);
+    if (status != FS_OK) return status;
+    if (!fs_isfinite(ud) || !fs_hmc_all_finite(cur->grad, d)) return FS_ENONFINITE;
+    status = metric_at(dmetric, cur->q, cur->L, cur->Ginv, &cur->logdet, tmp, d);
+    if (status != FS_OK) return status;
+    status = dmetric->contract(dmetric->state, cur->q, cur->Ginv, NULL, cur->tr, NULL);
+    if (status != FS_OK) return status;
+    if (!fs_hmc_all_finite(cur->tr, d)) return FS_ENONFINITE;
+    if (same_potential(drive, judge)) {
+        uj = ud;
+    } else {
+        status = judge->eval(judge->state, cur->q, &uj, NULL);
+        if (status != FS_OK) return status;
+    }
+    if (!fs_isfinite(uj)) return FS_ENONFINITE;
+    cur->u_drive = ud;
+    cur->u_judge = uj;
+    if (separate_metric(dmetric, jmetric)) {
+        if (cur->Lj == NULL) return FS_EINVAL;
+        status = metric_at(jmetric, cur->q, cur->Lj, NULL, &cur->logdet_judge, tmp, d);
+        if (status != FS_OK) return status;
+    } else {
+        cur->logdet_judge = cur->logdet;
+    }
+    return FS_OK;
+}
+
+/* ---- the generalized leapfrog (eq. 7-9) --------------------------------- */
+
+/* out = p0 - h (grad + 1/2 tr - 1/2 quad) */
+static void momentum_update(const double *p0, double h, const double *grad, const double *tr,
+                            const double *quad, double *FS_RESTRICT out, int d)
+{
+    int i;
+    for (i = 0; i < d; i++) out[i] = p0[i] - h * (grad[i] + 0.5 * tr[i] - 0.5 * quad[i]);
+}
+
+static int one_step(const fs_rmhmc_config *cfg, double eps, const fs_potential *drive,
+                    const fs_metric *metric, fs_rmhmc_point *pt, double *FS_RESTRICT p,
+                    double *FS_RESTRICT lf, double *FS_RESTRICT tmp, int want_value,
+                    int *fp_iter)
+{
+    const int d = cfg->dim, maxit = cfg->max_fixed_point;
+    const double half = 0.5 * eps, tol = cfg->fixed_point_tol;
+    double *u = lf, *quad = lf + d, *x = lf + 2 * (size_t)d, *xn = lf + 3 * (size_t)d;
+    double *v0 = lf + 4 * (size_t)d, *v1 = lf + 5 * (size_t)d, *q0 = lf + 6 * (size_t)d;
+    double amax, diff, u_end = NAN;
+    int k, status, conv = 0;
+
+    /* eq. 7: p_h = p - eps/2 dH/dq(q, p_h), by fixed-point iteration from p */
+    memcpy(x, p, sizeof(double) * (size_t)d);
+    for (k = 0; k < maxit; k++) {
+        symv(pt->Ginv, d, x, u);
+        status = metric->contract(metric->state, pt->q, pt->Ginv, u, NULL, quad);
+        if (status != FS_OK) return status;
+        momentum_update(p, half, pt->grad, pt->tr, quad, xn, d);
+        if (fp_iter) (*fp_iter)++;
+        diff = max_abs_diff(xn, x, d, &amax);
+        memcpy(x, xn, sizeof(double) * (size_t)d);
+        if (!fs_hmc_all_finite(x, d)) return FS_ENONFINITE;
+        if (diff <= tol * (1.0 + amax)) { conv = 1; break; }
+    }
+    if (!conv) return FS_RMHMC_NOT_CONVERGED;
+
+    /* eq. 8: q' = q + eps/2 (G(q)^-1 + G(q')^-1) p_h; the iterate whose own
+       update moved it by less than the tolerance is q' (its G is known). */
+    symv(pt->Ginv, d, x, v0);
+    memcpy(q0, pt->q, sizeof(double) * (size_t)d);
+    for (k = 0; k < d; k++) pt->q[k] = q0[k] + eps * v0[k];
+    conv = 0;
+    for (k = 0; k < maxit; k++) {
+        int i;
+        status = metric_at(metric, pt->q, pt->L, pt->Ginv, &pt->logdet, tmp, d);
+        if (status != FS_OK) return status;
+        symv(pt->Ginv, d, x, v1);
+        if (fp_iter) (*fp_iter)++;
+        for (i = 0; i < d; i++) xn[i] = q0[i] + half * (v0[i] + v1[i]);
+        diff = max_abs_diff(xn, pt->q, d, &amax);
+        if (!fs_hmc_all_finite(xn, d)) return FS_ENONFINITE;
+        if (diff <= tol * (1.0 + amax)) { conv = 1; break; }
+        memcpy(pt->q, xn, sizeof(double) * (size_t)d);
+    }
+    if (!conv) return FS_RMHMC_NOT_CONVERGED;
+
+    /* eq. 9 at q': gradient, tr(G^-1 dG_k) and u^T dG_k u with u = G(q')^-1 p_h */
+    status = drive->eval(drive->state, pt->q, want_value ? &u_end : NULL, pt->grad);
+    if (status != FS_OK) return status;
+    if (!fs_hmc_all_finite(pt->grad, d)) return FS_ENONFINITE;
+    status = metric->contract(metric->state, pt->q, pt->Ginv, v1, pt->tr, quad);
+    if (status != FS_OK) return status;
+    if (!fs_hmc_all_finite(pt->tr, d)) return FS_ENONFINITE;
+    momentum_update(x, half, pt->grad, pt->tr, quad, p, d);
+    if (!fs_hmc_all_finite(p, d)) return FS_ENONFINITE;
+    if (want_value) {
+        if (!fs_isfinite(u_end)) return FS_ENONFINITE;
+        pt->u_drive = u_end;
+    }
+    return FS_OK;
+}
+
+int fs_rmhmc_leapfrog(const fs_rmhmc_config *cfg, double eps, int n_steps,
+                      const fs_potential *drive, const fs_metric *metric,
+                      fs_rmhmc_point *pt, double *FS_RESTRICT p,
+                      double *FS_RESTRICT work, int *fp_iter)
+{
+    const int d = cfg->dim;
+    int s, status;
+    for (s = 1; s <= n_steps; s++) {
+        status = one_step(cfg, eps, drive, metric, pt, p, W_LF(work, d), W_TMP(work, d),
+                          s == n_steps, fp_iter);
+        if (status != FS_OK) return status;
+    }
+    return FS_OK;
+}
+
+/* ---- transition ---------------------------------------------------------- */
+
+/* Proposal from cur into prop (a view of the workspace) with momentum p.
+   Returns FS_OK with *h0, *h1 set (h1 may be non-finite), a divergence code,
+   or an error. */
+static int propose(const fs_rmhmc_config *cfg, double eps, int n_steps,
+                   const fs_potential *drive, const fs_metric *dmetric,
+                   const fs_potential *judge, const fs_metric *jmetric, fs_rng *rng,
+                   const fs_rmhmc_point *cur, fs_rmhmc_point *prop, double *FS_RESTRICT work,
+                   double *h0, double *h1, int *n_judge, int *fp_iter)
+{
+    const int d = cfg->dim, sep = separate_metric(dmetric, jmetric);
+    double *p = W_P(work, d), *z = p + d, *tmp = W_TMP(work, d);
+    const double *Lj = sep ? cur->Lj : cur->L;
+    double zz = 0.0, uj1 = NAN, kin1, ldj1;
+    int i, k, status;
+
+    for (i = 0; i < d; i++) { z[i] = rng->normal(rng->state); zz += z[i] * z[i]; }
+    for (i = 0; i < d; i++) {       /* p = L_judge z ~ N(0, G_judge(q)) */
+        const double *r = Lj + (size_t)i * d;
+        double s = 0.0;
+        for (k = 0; k <= i; k++) s += r[k] * z[k];
+        p[i] = s;
+    }
+    *h0 = cur->u_judge + 0.5 * cur->logdet_judge + 0.5 * zz;
+    *h1 = NAN;
+    point_view(prop, W_PROP(work, d), d, 0);
+    prop->Lj = NULL;
+    {   /* copy cur without its judge factor */
+        fs_rmhmc_point c = *cur;
+        c.Lj = NULL;
+        point_copy(prop, &c, d);
+    }
+    status = fs_rmhmc_leapfrog(cfg, eps, n_steps, drive, dmetric, prop, p, work, fp_iter);
+    if (status != FS_OK) return status;
+    if (same_potential(drive, judge)) {
+        uj1 = prop->u_drive;
+    } else {
+        status = judge->eval(judge->state, prop->q, &uj1, NULL);
+        *n_judge = 1;
+        if (status == FS_ENONFINITE) return FS_OK;
+        if (status != FS_OK) return status;
+    }
+    prop->u_judge = uj1;
+    if (sep) {
+        status = metric_at(jmetric, prop->q, tmp, NULL, &ldj1, z, d);
+        if (status == FS_ESINGULAR || status == FS_ENONFINITE) return FS_OK;
+        if (status != FS_OK) return status;
+        kin1 = half_quad_chol(tmp, d, p, z);
+    } else {
+        ldj1 = prop->logdet;
+        kin1 = half_quad_chol(prop->L, d, p, z);
+    }
+    prop->logdet_judge = ldj1;
+    *h1 = uj1 + 0.5 * ldj1 + kin1;
+    return FS_OK;
+}
+
+static int is_divergence(int status)
+{
+    return status == FS_ENONFINITE || status == FS_ESINGULAR || status == FS_RMHMC_NOT_CONVERGED;
+}
+
+int fs_rmhmc_transition(const fs_rmhmc_config *cfg, const fs_potential *drive,
+                        const fs_metric *dmetric, const fs_potential *judge,
+                        const fs_metric *jmetric, fs_rng *rng, fs_rmhmc_point *cur,
+                        double *FS_RESTRICT work, fs_rmhmc_info *info)
+{
+    const int d = cfg->dim, sep = separate_metric(dmetric, jmetric);
+    fs_hmc_info *hi = &info->hmc;
+    fs_rmhmc_point prop;
+    int n_steps = cfg->n_steps, status, n_judge = 0;
+    double h0 = NAN, h1 = NAN, dh, a;
+
+    if (cfg->random_n_steps && cfg->n_steps > 1) {
+        n_steps = 1 + (int)(rng->uniform(rng->state) * cfg->n_steps);
+        if (n_steps > cfg->n_steps) n_steps = cfg->n_steps;
+    }
+    memset(hi, 0, sizeof(*hi));
+    hi->n_steps = n_steps;
+    hi->energy_error = NAN;
+    hi->proposal_u = NAN;
+    info->not_converged = 0;
+    info->fixed_point_iterations = 0;
+
+    status = propose(cfg, cfg->step_size, n_steps, drive, dmetric, judge, jmetric, rng, cur,
+                     &prop, work, &h0, &h1, &n_judge, &info->fixed_point_iterations);
+    hi->n_judge_evals = n_judge;
+    if (is_divergence(status)) {
+        info->not_converged = status == FS_RMHMC_NOT_CONVERGED;
+        hi->divergent = 1;
+        hi->accept_prob = 0.0;
+        hi->energy = h0;
+        return FS_OK;
+    }
+    if (status != FS_OK) return status;
+    hi->proposal_u = prop.u_judge;
+    dh = h1 - h0;
+    hi->energy_error = dh;
+    if (!fs_isfinite(dh) || dh > cfg->max_energy_error) {
+        hi->divergent = 1;
+        hi->accept_prob = 0.0;
+        hi->energy = h0;
+        return FS_OK;
+    }
+    a = dh > 0 ? exp(-dh) : 1.0;
+    hi->accept_prob = a;
+    if (rng->uniform(rng->state) < a) {
+        double *tmp = W_TMP(work, d);
+        hi->accepted = 1;
+        hi->energy = h1;
+        if (sep)   /* propose left the judge factor at the proposal in tmp */
+            memcpy(cur->Lj, tmp, sizeof(double) * (size_t)d * d);
+        {
+            double *Lj = cur->Lj;
+            prop.Lj = NULL;
+            cur->Lj = NULL;
+            point_copy(cur, &prop, d);
+            cur->Lj = Lj;
+        }
+    } else {
+        hi->energy = h0;
+    }
+    return FS_OK;
+}
+
+/* ---- chain loop ---------------------------------------------------------- */
+
+int fs_rmhmc_run(const fs_rmhmc_config *cfg, const fs_potential *drive,
+                 const fs_metric *dmetric, const fs_potential *judge,
+                 const fs_metric *jmetric, fs_rng *rng, fs_rmhmc_point *cur,
+                 fs_dual_avg *adapt, long n_iter, const fs_hmc_trace *tr,
+                 double *FS_RESTRICT work, volatile const int *stop, long *n_done,
+                 double *step_size_out, long *n_not_converged)
+{
+    fs_rmhmc_config c = *cfg;
+    fs_rmhmc_info info;
+    const int d = cfg->dim;
+    long it;
+    int status = FS_OK;
+    for (it = 0; it < n_iter; it++) {
+        if (stop != NULL && *stop) { status = FS_EINTERRUPT; break; }
+        status = fs_rmhmc_transition(&c, drive, dmetric, judge, jmetric, rng, cur, work, &info);
+        if (status != FS_OK) break;
+        if (n_not_converged) *n_not_converged += info.not_converged;
+        if (tr->draws) memcpy(tr->draws + (size_t)it * d, cur->q, sizeof(double) * (size_t)d);
+        if (tr->potential) tr->potential[it] = cur->u_judge;
+        if (tr->accept_prob) tr->accept_prob[it] = info.hmc.accept_prob;
+        if (tr->energy_error) tr->energy_error[it] = info.hmc.energy_error;
+        if (tr->energy) tr->energy[it] = info.hmc.energy;
+        if (tr->step_size) tr->step_size[it] = c.step_size;
+        if (tr->accepted) tr->accepted[it] = (int8_t)info.hmc.accepted;
+        if (tr->divergent) tr->divergent[it] = (int8_t)info.hmc.divergent;
+        if (tr->n_steps) tr->n_steps[it] = (int32_t)info.hmc.n_steps;
+        if (tr->judge_evaluated) tr->judge_evaluated[it] = (int8_t)info.hmc.n_judge_evals;
+        if (tr->tree_depth) tr->tree_depth[it] = 0;
+        if (tr->proposals)
+            memcpy(tr->proposals + (size_t)it * d, W_PROP(work, d), sizeof(double) * (size_t)d);
+        if (tr->proposal_potential) tr->proposal_potential[it] = info.hmc.proposal_u;
+        if (adapt != NULL) c.step_size = fs_dual_avg_update(adapt, info.hmc.accept_prob);
+    }
+    *n_done = it;
+    if (step_size_out) *step_size_out = c.step_size;
+    return status;
+}
+
+/* ---- initial step size --------------------------------------------------- */
+
+int fs_rmhmc_find_step_size(const fs_rmhmc_config *cfg, const fs_potential *drive,
+                            const fs_metric *dmetric, const fs_potential *judge,
+                            const fs_metric *jmetric, fs_rng *rng,
+                            const fs_rmhmc_point *cur, double *FS_RESTRICT work,
+                            double *step_size)
+{
+    const double log08 = log(0.8);
+    double eps = cfg->step_size, h0, h1, dh;
+    fs_rmhmc_point prop;
+    int direction = 0, status, iter, nj;
+    if (!(eps > 0.0) || eps > 1e7) return FS_EINVAL;
+    for (iter = 0; iter < 100; iter++) {
+        status = propose(cfg, eps, 1, drive, dmetric, judge, jmetric, rng, cur, &prop, work,
+                         &h0, &h1, &nj, NULL);
+        if (is_divergence(status)) dh = -INFINITY;
+        else if (status != FS_OK) return status;
+        else dh = fs_isfinite(h1 - h0) ? h0 - h1 : -INFINITY;
+        if (direction == 0) direction = dh > log08 ? 1 : -1;
+        if (direction == 1 && !(dh > log08)) break;
+        if (direction == -1 && !(dh < log08)) break;
+        eps = direction == 1 ? 2.0 * eps : 0.5 * eps;
+        if (eps > 1e7 || eps < 1e-12) break;
+    }
+    *step_size = eps;
+    return FS_OK;
+}

@@ -1,0 +1,604 @@
+"""Riemannian-manifold HMC in C: metrics (the fs_metric contract) and the
+chain whose whole loop, generalized leapfrog and Metropolis test included,
+runs without the GIL (csrc/fs_rmhmc.c, csrc/fs_metrics.c).
+"""
+from cpython.pycapsule cimport PyCapsule_GetPointer
+from libc.string cimport memcpy
+from libc.math cimport exp
+from libc.stdint cimport int8_t, int32_t
+
+import numpy as np
+cimport numpy as cnp
+from numpy.random cimport bitgen_t
+from numpy.random.c_distributions cimport random_standard_normal
+
+from fastsurrogate.core._common cimport (fs_rng, fs_potential, fs_blas, FS_OK, FS_ENONFINITE,
+                                         FS_EINTERRUPT, FS_ECALLBACK, FS_ESINGULAR)
+from fastsurrogate.core._potential cimport Potential
+from fastsurrogate.core._potential import raise_for_status
+from fastsurrogate.core._blas cimport blas_table
+from fastsurrogate.core._hmc cimport fs_hmc_trace, fs_dual_avg, fs_dual_avg_init
+from fastsurrogate.core._hmc import TRACE_FIELDS, STATUS_INTERRUPTED
+from fastsurrogate.models._glm cimport GeneralizedLinearModel, fs_glm
+from fastsurrogate.surrogates._network cimport RandomNetwork, fs_network
+
+cnp.import_array()
+
+cdef extern from "fs_metrics.h" nogil:
+    int fs_glm_metric_init(fs_glm_metric *s, const fs_glm *model, const fs_blas *blas)
+    int fs_network_metric_init(fs_network_metric *s, const fs_network *net,
+                               const fs_blas *blas, int diagonal, double alpha)
+
+
+cdef class Metric:
+    """A position-dependent metric G(q) for Riemannian-manifold HMC.
+
+    The C face is ``fs_metric`` (csrc/fs_metric.h): G(q) and the two
+    contractions of its derivative the generalized leapfrog needs,
+    ``tr[k] = tr(G^{-1} dG/dq_k)`` and ``quad[k] = u^T dG/dq_k u``.
+    Subclasses: :class:`FisherMetric` (GLMs), :class:`SoftAbsMetric`
+    (random-network Hessians), :class:`CallableMetric` (Python functions).
+    A metric serves one chain at a time.
+    """
+
+    def __cinit__(self, *args, **kwargs):
+        self.met.state = NULL
+        self.met.eval = NULL
+        self.met.contract = NULL
+        self.met.dim = 0
+        self._error = None
+
+    @property
+    def dim(self):
+        return self.met.dim
+
+    cdef int check_status(self, int status) except -1:
+        if status == FS_OK:
+            return 0
+        if status == FS_ECALLBACK and self._error is not None:
+            err = self._error
+            self._error = None
+            raise err
+        raise_for_status(status, type(self).__name__)
+        return -1
+
+    def _q(self, q):
+        if self.met.eval == NULL:
+            raise TypeError(f"{type(self).__name__} is not initialised")
+        a = np.ascontiguousarray(q, dtype=np.float64)
+        if a.ndim != 1 or a.shape[0] != self.met.dim:
+            raise ValueError(f"q must have shape ({self.met.dim},), got {np.shape(q)}")
+        return a
+
+    def __call__(self, q):
+        """G(q): ndarray (dim, dim)."""
+        cdef cnp.ndarray qa = self._q(q)
+        cdef cnp.ndarray G = np.empty((self.met.dim, self.met.dim))
+        cdef int status
+        with nogil:
+            status = self.met.eval(self.met.state, <const double *>cnp.PyArray_DATA(qa),
+                                   <double *>cnp.PyArray_DATA(G))
+        self.check_status(status)
+        return G
+
+    def contract(self, q, u=None):
+        """``(tr, quad)``: tr[k] = tr(G^{-1} dG/dq_k), quad[k] = u^T dG/dq_k u (None without u).
+
+        Both shape ``(dim,)``; G^{-1} is computed here from G(q).
+        """
+        cdef cnp.ndarray qa = self._q(q)
+        G = self(qa)
+        cdef cnp.ndarray Ginv = np.ascontiguousarray(np.linalg.inv(G))
+        cdef cnp.ndarray tr = np.empty(self.met.dim)
+        cdef cnp.ndarray quad = np.empty(self.met.dim)
+        cdef cnp.ndarray ua = None
+        cdef const double *up = NULL
+        cdef double *qp = NULL
+        if u is not None:
+            ua = self._q(u)
+            up = <const double *>cnp.PyArray_DATA(ua)
+            qp = <double *>cnp.PyArray_DATA(quad)
+        cdef int status
+        with nogil:
+            status = self.met.contract(self.met.state, <const double *>cnp.PyArray_DATA(qa),
+                                       <const double *>cnp.PyArray_DATA(Ginv), up,
+                                       <double *>cnp.PyArray_DATA(tr), qp)
+        self.check_status(status)
+        return tr, (quad if u is not None else None)
+
+
+cdef class FisherMetric(Metric):
+    """Fisher information plus prior precision of a GLM, G = X^T W(X b) X + P.
+
+    Parameters
+    ----------
+    model : LogisticRegression, ProbitRegression, PoissonRegression or LinearRegression
+
+    G comes from the model's fused Fisher kernel; the leapfrog's derivative
+    terms need no dim^3 tensor: tr(G^{-1} dG_k) and u^T dG_k u are sums over
+    the rows of X (one pass for both; csrc/fs_metrics.h).
+
+    Examples
+    --------
+    >>> import fastsurrogate as fs
+    >>> X, y, _ = fs.datasets.simulate_logistic(500, 3, seed=0)
+    >>> G = FisherMetric(fs.models.LogisticRegression(X, y))([0.1, 0.2, 0.3])
+    >>> G.shape
+    (3, 3)
+    """
+    cdef fs_glm_metric gm
+    cdef bint ready
+    cdef readonly object model
+
+    def __init__(self, GeneralizedLinearModel model not None):
+        model._require_ready()
+        cdef int status = fs_glm_metric_init(&self.gm, &model.model, blas_table())
+        raise_for_status(status, "FisherMetric")
+        self.ready = True
+        self.model = model
+        self.met.state = &self.gm
+        self.met.eval = fs_glm_metric_eval
+        self.met.contract = fs_glm_metric_contract
+        self.met.dim = model.pot.dim
+
+    def __dealloc__(self):
+        if self.ready:
+            fs_glm_metric_free(&self.gm)
+
+
+cdef class SoftAbsMetric(Metric):
+    """SoftAbs of a random network's Hessian (Betancourt 2013).
+
+    G = Q diag(l coth(alpha l)) Q^T for the Hessian H = Q diag(l) Q^T of the
+    network z(q) (``diagonal=True``: the same map applied to diag H only,
+    G = diag(h coth(alpha h)), the paper's choice for non-convex U).
+    The map is smooth and tends to |l| for |alpha l| >> 1, with 1/alpha at
+    l = 0; eigenvalue clipping was not used because its kink makes G
+    non-differentiable, and the generalized leapfrog needs dG.
+
+    Parameters
+    ----------
+    network : RandomNetwork
+    alpha : float > 0
+        Sharpness; eigenvalues are floored smoothly at about 1/alpha.
+    diagonal : bool
+    """
+    cdef fs_network_metric nm
+    cdef bint ready
+    cdef readonly object network
+    cdef readonly double alpha
+    cdef readonly bint diagonal
+
+    def __init__(self, RandomNetwork network not None, double alpha=1.0, bint diagonal=False):
+        if not (alpha > 0 and np.isfinite(alpha)):
+            raise ValueError(f"alpha must be positive and finite, got {alpha}")
+        cdef int status = fs_network_metric_init(&self.nm, &network.net, blas_table(),
+                                                 diagonal, alpha)
+        raise_for_status(status, "SoftAbsMetric")
+        self.ready = True
+        self.network = network
+        self.alpha = alpha
+        self.diagonal = diagonal
+        self.met.state = &self.nm
+        self.met.eval = fs_network_metric_eval
+        self.met.contract = fs_network_metric_contract
+        self.met.dim = network.pot.dim
+
+    def __dealloc__(self):
+        if self.ready:
+            fs_network_metric_free(&self.nm)
+
+
+def softabs(l, double alpha):
+    """``(f, f')`` of the SoftAbs map f(l) = l coth(alpha l), elementwise (for tests)."""
+    la = np.ascontiguousarray(l, dtype=np.float64).ravel()
+    f = np.empty_like(la)
+    fp = np.empty_like(la)
+    cdef Py_ssize_t i
+    cdef double a, b
+    for i in range(la.shape[0]):
+        fs_softabs(la[i], alpha, &a, &b)
+        f[i] = a
+        fp[i] = b
+    return f, fp
+
+
+def glm_weight_deriv(int family, double sigma, t):
+    """``(w, dw/dt)`` of a GLM family's expected-information weight (for tests)."""
+    ta = np.ascontiguousarray(t, dtype=np.float64).ravel()
+    w = np.empty_like(ta)
+    dw = np.empty_like(ta)
+    cdef Py_ssize_t i
+    cdef double a, b
+    for i in range(ta.shape[0]):
+        raise_for_status(fs_glm_weight_deriv(family, sigma, ta[i], &a, &b))
+        w[i] = a
+        dw[i] = b
+    return w, dw
+
+
+cdef int _cb_eval(void *state, const double *q, double *G) noexcept nogil:
+    with gil:
+        return (<CallableMetric>state)._eval(q, G)
+
+
+cdef int _cb_contract(void *state, const double *q, const double *Ginv, const double *u,
+                      double *tr, double *quad) noexcept nogil:
+    with gil:
+        return (<CallableMetric>state)._contract(q, Ginv, u, tr, quad)
+
+
+cdef class CallableMetric(Metric):
+    """A metric from Python functions.
+
+    Parameters
+    ----------
+    G : callable
+        ``G(q) -> (dim, dim)`` symmetric positive definite.
+    dG : callable
+        ``dG(q) -> (dim, dim, dim)`` with ``dG(q)[k] = dG/dq_k``.
+    dim : int
+
+    The functions run under the GIL (chains using this metric run one at a
+    time).  An exception inside them stops the sampler and reaches the
+    caller; non-finite output is a divergence.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> m = CallableMetric(lambda q: np.diag(np.exp(q)),
+    ...                    lambda q: np.array([np.diag(np.eye(2)[k] * np.exp(q)) for k in range(2)]), 2)
+    >>> m.contract([0.0, 0.0])[0]
+    array([1., 1.])
+    """
+    cdef object G_fn, dG_fn
+    cdef object _cq, _cdG
+
+    def __init__(self, G, dG, int dim):
+        if not callable(G) or not callable(dG):
+            raise TypeError("G and dG must be callables")
+        if dim < 1:
+            raise ValueError(f"dim must be >= 1, got {dim}")
+        self.G_fn = G
+        self.dG_fn = dG
+        self._cq = None
+        self.met.state = <void *>self
+        self.met.eval = _cb_eval
+        self.met.contract = _cb_contract
+        self.met.dim = dim
+
+    cdef int _eval(self, const double *q, double *G):
+        cdef int d = self.met.dim
+        cdef double[:, ::1] Gv
+        try:
+            qa = np.array(<double[:d]>q, copy=True)
+            Gm = np.ascontiguousarray(self.G_fn(qa), dtype=np.float64)
+            if Gm.shape != (d, d):
+                raise ValueError(f"metric G(q) must have shape ({d}, {d}), got {Gm.shape}")
+            Gv = Gm
+            memcpy(G, &Gv[0, 0], sizeof(double) * d * d)
+            return FS_OK
+        except BaseException as e:
+            self._error = e
+            return FS_ECALLBACK
+
+    cdef int _contract(self, const double *q, const double *Ginv, const double *u,
+                       double *tr, double *quad):
+        cdef int d = self.met.dim
+        cdef double[::1] ov
+        try:
+            qa = np.array(<double[:d]>q, copy=True)
+            if self._cq is None or not np.array_equal(qa, self._cq):
+                dG = np.ascontiguousarray(self.dG_fn(qa), dtype=np.float64)
+                if dG.shape != (d, d, d):
+                    raise ValueError(f"metric dG(q) must have shape ({d}, {d}, {d}), got {dG.shape}")
+                self._cq, self._cdG = qa, dG
+            dG = self._cdG
+            if tr != NULL:
+                Gi = np.array(<double[:d * d]>Ginv).reshape(d, d)
+                ov = np.ascontiguousarray(np.einsum("kij,ij->k", dG, Gi))
+                memcpy(tr, &ov[0], sizeof(double) * d)
+            if quad != NULL:
+                ua = np.array(<double[:d]>u)
+                ov = np.ascontiguousarray(np.einsum("kij,i,j->k", dG, ua, ua))
+                memcpy(quad, &ov[0], sizeof(double) * d)
+            return FS_OK
+        except BaseException as e:
+            self._error = e
+            return FS_ECALLBACK
+
+
+cdef double _rng_normal(void *s) noexcept nogil:
+    return random_standard_normal(<bitgen_t *>s)
+
+
+cdef double _rng_uniform(void *s) noexcept nogil:
+    cdef bitgen_t *b = <bitgen_t *>s
+    return b.next_double(b.state)
+
+
+cdef class RMChain:
+    """One Riemannian-manifold HMC chain (csrc/fs_rmhmc.c), loop in C.
+
+    Parameters
+    ----------
+    drive, metric : Potential, Metric
+        Their gradient and metric move the generalized leapfrog.
+    judge, judge_metric : Potential, Metric or None
+        The Hamiltonian of the Metropolis test (None: the drive's); the
+        momentum is drawn from N(0, G_judge(q)).
+    q0 : array (dim,)
+    generator : numpy.random.Generator
+    step_size, n_steps, random_n_steps, max_energy_error : as for Chain
+    max_fixed_point : int
+        Fixed-point iterations per implicit update; a trajectory that does not
+        converge is a divergence (counted in ``n_not_converged``).
+    fixed_point_tol : float
+        Converged when an iterate moves by <= tol * (1 + its largest entry).
+    """
+    cdef Potential drive, judge
+    cdef Metric metric, judge_metric
+    cdef fs_metric *jm
+    cdef fs_rmhmc_config cfg
+    cdef fs_rmhmc_point cur
+    cdef fs_dual_avg da
+    cdef bint adapting
+    cdef fs_rng rng
+    cdef object generator, lock
+    cdef cnp.ndarray _pt, _work
+    cdef readonly long n_not_converged
+
+    def __init__(self, Potential drive not None, Metric metric not None, Potential judge,
+                 Metric judge_metric, q0, generator, double step_size=0.1, int n_steps=2,
+                 bint random_n_steps=False, double max_energy_error=1000.0,
+                 int max_fixed_point=20, double fixed_point_tol=1e-9):
+        judge = drive if judge is None else judge
+        cdef int d = drive.pot.dim
+        if drive.pot.eval == NULL or judge.pot.eval == NULL:
+            raise TypeError("drive and judge must be initialised Potentials")
+        if judge.pot.dim != d or metric.met.dim != d or (
+                judge_metric is not None and judge_metric.met.dim != d):
+            raise ValueError("drive, judge and metrics must have the same dim")
+        if not isinstance(generator, np.random.Generator):
+            raise TypeError("generator must be a numpy.random.Generator")
+        if not (step_size > 0 and np.isfinite(step_size)):
+            raise ValueError(f"step_size must be positive and finite, got {step_size}")
+        if n_steps < 1:
+            raise ValueError(f"n_steps must be >= 1, got {n_steps}")
+        if max_fixed_point < 1:
+            raise ValueError(f"max_fixed_point must be >= 1, got {max_fixed_point}")
+        if not (fixed_point_tol > 0):
+            raise ValueError(f"fixed_point_tol must be > 0, got {fixed_point_tol}")
+        if not max_energy_error > 0:
+            raise ValueError("max_energy_error must be positive")
+        self.drive, self.judge = drive, judge
+        self.metric = metric
+        self.judge_metric = judge_metric if judge_metric is not metric else None
+        self.jm = &self.judge_metric.met if self.judge_metric is not None else NULL
+        self.generator = generator
+        bg = generator.bit_generator
+        self.lock = bg.lock
+        self.rng.state = PyCapsule_GetPointer(bg.capsule, "BitGenerator")
+        self.rng.normal = _rng_normal
+        self.rng.uniform = _rng_uniform
+        self.cfg.dim = d
+        self.cfg.step_size = step_size
+        self.cfg.n_steps = n_steps
+        self.cfg.random_n_steps = random_n_steps
+        self.cfg.max_energy_error = max_energy_error
+        self.cfg.max_fixed_point = max_fixed_point
+        self.cfg.fixed_point_tol = fixed_point_tol
+        self._work = np.zeros(fs_rmhmc_workspace_size(d))
+        self._pt = np.zeros(3 * d + 3 * d * d)
+        cdef double *b = <double *>cnp.PyArray_DATA(self._pt)
+        self.cur.q = b
+        self.cur.grad = b + d
+        self.cur.tr = b + 2 * d
+        self.cur.L = b + 3 * d
+        self.cur.Ginv = self.cur.L + d * d
+        self.cur.Lj = self.cur.Ginv + d * d
+        self.n_not_converged = 0
+        self.adapting = False
+        self.set_position(q0)
+
+    def set_position(self, q0):
+        """Move the chain to q0 (evaluates potentials and metrics there)."""
+        cdef int d = self.cfg.dim
+        q = np.array(q0, dtype=np.float64, copy=True).ravel()
+        if q.shape[0] != d:
+            raise ValueError(f"initial position must have shape ({d},), got {np.shape(q0)}")
+        if not np.all(np.isfinite(q)):
+            raise ValueError("initial position contains NaN or inf")
+        self._pt[:d] = q
+        cdef int status
+        with nogil:
+            status = fs_rmhmc_point_init(&self.cfg, &self.drive.pot, &self.metric.met,
+                                         &self.judge.pot, self.jm, &self.cur,
+                                         <double *>cnp.PyArray_DATA(self._work))
+        if status == FS_ENONFINITE:
+            raise ValueError("the potential, its gradient or the metric is not finite at the "
+                             "initial position")
+        if status == FS_ESINGULAR:
+            raise ValueError("the metric is not positive definite at the initial position")
+        self._raise(status, "initial position")
+
+    @property
+    def generator(self):
+        return self.generator
+
+    @property
+    def drive(self):
+        return self.drive
+
+    @property
+    def judge(self):
+        return self.judge
+
+    @property
+    def metric(self):
+        return self.metric
+
+    @property
+    def drive_is_judge(self):
+        return self.drive is self.judge
+
+    @property
+    def position(self):
+        return self._pt[:self.cfg.dim].copy()
+
+    @property
+    def potential(self):
+        return self.cur.u_judge
+
+    @property
+    def inv_metric(self):
+        return None
+
+    @property
+    def step_size(self):
+        return self.cfg.step_size
+
+    @step_size.setter
+    def step_size(self, double value):
+        if not (value > 0 and np.isfinite(value)):
+            raise ValueError(f"step_size must be positive and finite, got {value}")
+        self.cfg.step_size = value
+
+    @property
+    def n_steps(self):
+        return self.cfg.n_steps
+
+    def leapfrog(self, q, p, double step_size, int n_steps=1):
+        """``(q', p')`` after n_steps generalized leapfrog steps of the drive (for tests).
+
+        A non-converged fixed point or a divergence raises.
+        """
+        cdef int d = self.cfg.dim
+        cdef cnp.ndarray pt = np.zeros(3 * d + 3 * d * d)
+        cdef cnp.ndarray pa = np.array(p, dtype=np.float64, copy=True).ravel()
+        cdef cnp.ndarray work = np.zeros(fs_rmhmc_workspace_size(d))
+        cdef fs_rmhmc_point P
+        cdef double *b = <double *>cnp.PyArray_DATA(pt)
+        if pa.shape[0] != d:
+            raise ValueError(f"p must have shape ({d},)")
+        pt[:d] = np.asarray(q, dtype=np.float64).ravel()
+        P.q, P.grad, P.tr = b, b + d, b + 2 * d
+        P.L = b + 3 * d
+        P.Ginv = P.L + d * d
+        P.Lj = P.Ginv + d * d
+        cdef int status
+        with nogil:
+            status = fs_rmhmc_point_init(&self.cfg, &self.drive.pot, &self.metric.met,
+                                         &self.drive.pot, NULL, &P,
+                                         <double *>cnp.PyArray_DATA(work))
+            if status == FS_OK:
+                status = fs_rmhmc_leapfrog(&self.cfg, step_size, n_steps, &self.drive.pot,
+                                           &self.metric.met, &P,
+                                           <double *>cnp.PyArray_DATA(pa),
+                                           <double *>cnp.PyArray_DATA(work), NULL)
+        if status == FS_RMHMC_NOT_CONVERGED:
+            raise RuntimeError("the fixed-point iteration did not converge")
+        self._raise(status, "leapfrog")
+        return pt[:d].copy(), pa
+
+    def hamiltonian(self, q, p):
+        """H(q, p) = U + 1/2 log det G + 1/2 p^T G^{-1} p of the drive and its metric (for tests)."""
+        q = np.asarray(q, dtype=np.float64)
+        p = np.asarray(p, dtype=np.float64)
+        G = self.metric(q)
+        return (self.drive.value(q) + 0.5 * np.linalg.slogdet(G)[1]
+                + 0.5 * p @ np.linalg.solve(G, p))
+
+    def find_step_size(self):
+        """Stan's initial step-size heuristic (one generalized leapfrog step); sets and returns it."""
+        cdef double eps = self.cfg.step_size
+        cdef int status
+        with self.lock:
+            with nogil:
+                status = fs_rmhmc_find_step_size(&self.cfg, &self.drive.pot, &self.metric.met,
+                                                 &self.judge.pot, self.jm, &self.rng, &self.cur,
+                                                 <double *>cnp.PyArray_DATA(self._work), &eps)
+        self._raise(status, "step size search")
+        self.cfg.step_size = eps
+        return eps
+
+    def start_adaptation(self, double target_accept=0.8):
+        if not (0 < target_accept < 1):
+            raise ValueError("target_accept must be in (0, 1)")
+        fs_dual_avg_init(&self.da, self.cfg.step_size, target_accept)
+        self.adapting = True
+
+    def finish_adaptation(self):
+        if self.adapting and self.da.count > 0:
+            self.cfg.step_size = exp(self.da.log_eps_bar)
+        self.adapting = False
+        return self.cfg.step_size
+
+    def run(self, dict trace, long start, long n_iter, stop=None, hook=None):
+        """Run n_iter iterations into rows start.. of `trace` (see Chain.run).
+
+        Returns ``(n_done, status)``.  ``hook`` must be None (no C hooks here).
+        """
+        if hook is not None:
+            raise ValueError("RMChain takes no hook")
+        cdef int d = self.cfg.dim
+        cdef fs_hmc_trace tr
+        cdef long n_done = 0, nnc = 0
+        cdef int status
+        cdef double eps_out
+        cdef const int *stop_ptr = NULL
+        cdef cnp.ndarray stop_arr
+        draws = trace["draws"]
+        if draws.shape[1] != d or start < 0 or n_iter < 0 or start + n_iter > draws.shape[0]:
+            raise ValueError("trace arrays do not fit the requested rows")
+        if not draws.flags.c_contiguous or draws.dtype != np.float64:
+            raise ValueError("trace['draws'] must be a C-contiguous float64 array")
+        for k, dt in TRACE_FIELDS.items():
+            a = trace[k]
+            if a.dtype != dt or not a.flags.c_contiguous or a.shape[0] != draws.shape[0]:
+                raise ValueError(f"trace[{k!r}] must be a contiguous {np.dtype(dt)} array")
+        if stop is not None:
+            stop_arr = stop
+            if stop_arr.dtype != np.int32 or stop_arr.size < 1:
+                raise ValueError("stop must be an int32 array with one element")
+            stop_ptr = <const int *>cnp.PyArray_DATA(stop_arr)
+        tr.draws = <double *>cnp.PyArray_DATA(draws) + start * d
+        tr.potential = <double *>cnp.PyArray_DATA(trace["potential"]) + start
+        tr.accept_prob = <double *>cnp.PyArray_DATA(trace["accept_prob"]) + start
+        tr.energy_error = <double *>cnp.PyArray_DATA(trace["energy_error"]) + start
+        tr.energy = <double *>cnp.PyArray_DATA(trace["energy"]) + start
+        tr.step_size = <double *>cnp.PyArray_DATA(trace["step_size"]) + start
+        tr.accepted = <int8_t *>cnp.PyArray_DATA(trace["accepted"]) + start
+        tr.divergent = <int8_t *>cnp.PyArray_DATA(trace["divergent"]) + start
+        tr.n_steps = <int32_t *>cnp.PyArray_DATA(trace["n_steps"]) + start
+        tr.judge_evaluated = <int8_t *>cnp.PyArray_DATA(trace["judge_evaluated"]) + start
+        tr.tree_depth = <int8_t *>cnp.PyArray_DATA(trace["tree_depth"]) + start
+        tr.proposals = NULL
+        tr.proposal_potential = NULL
+        if "proposals" in trace:
+            tr.proposals = <double *>cnp.PyArray_DATA(trace["proposals"]) + start * d
+            tr.proposal_potential = <double *>cnp.PyArray_DATA(trace["proposal_potential"]) + start
+        cdef fs_dual_avg *da = &self.da if self.adapting else NULL
+        with self.lock:
+            with nogil:
+                status = fs_rmhmc_run(&self.cfg, &self.drive.pot, &self.metric.met,
+                                      &self.judge.pot, self.jm, &self.rng, &self.cur, da,
+                                      n_iter, &tr, <double *>cnp.PyArray_DATA(self._work),
+                                      stop_ptr, &n_done, &eps_out, &nnc)
+        self.n_not_converged += nnc
+        if self.adapting:
+            self.cfg.step_size = eps_out
+        if status != FS_EINTERRUPT:
+            self._raise(status, f"iteration {start + n_done}")
+        return n_done, status
+
+    cdef _raise(self, int status, str where):
+        if status == FS_OK:
+            return
+        for obj in (self.drive, self.judge):
+            if (<Potential>obj)._error is not None:
+                (<Potential>obj).check_status(status)
+        for m in (self.metric, self.judge_metric):
+            if m is not None and (<Metric>m)._error is not None:
+                (<Metric>m).check_status(status)
+        raise_for_status(status, where)

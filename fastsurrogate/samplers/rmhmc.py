@@ -1,0 +1,244 @@
+"""Riemannian-manifold HMC (Girolami & Calderhead 2011) and its random-network
+surrogate version RNS-RMHMC (Zhang, Shahbaba & Zhao 2017, sections 2.2 and
+3.4).  The generalized leapfrog, the Metropolis test and the chain loop run
+in C (csrc/fs_rmhmc.c); these classes hold only the phases.
+"""
+import numpy as np
+
+from ..core._hmc import new_trace
+from ..core._rmhmc import RMChain, Metric, FisherMetric, SoftAbsMetric, CallableMetric
+from ..models._glm import GeneralizedLinearModel
+from ..surrogates._network import RandomNetwork
+from ._base import Sampler, check_int, check_positive
+from .rns_hmc import RNSHMC, surrogate_seed
+
+__all__ = ["RMHMC", "RNSRMHMC", "as_metric"]
+
+
+def as_metric(metric, potential):
+    """A :class:`Metric` from ``"fisher"``, a Metric, or a pair ``(G, dG)`` of callables."""
+    if isinstance(metric, Metric):
+        if metric.dim != potential.dim:
+            raise ValueError(f"metric has dim {metric.dim}, the potential {potential.dim}")
+        return metric
+    if isinstance(metric, str):
+        if metric != "fisher":
+            raise ValueError(f'metric must be "fisher", a Metric or a (G, dG) pair; got {metric!r}')
+        if not isinstance(potential, GeneralizedLinearModel):
+            raise TypeError('metric="fisher" needs a GLM (LogisticRegression, ...); pass '
+                            'metric=(G, dG) callables for other models')
+        return FisherMetric(potential)
+    if isinstance(metric, tuple) and len(metric) == 2:
+        return CallableMetric(metric[0], metric[1], potential.dim)
+    raise TypeError(f'metric must be "fisher", a Metric or a (G, dG) pair; got {type(metric).__name__}')
+
+
+class RMHMC(Sampler):
+    """Exact Riemannian-manifold HMC with the generalized leapfrog.
+
+    H(q, p) = U(q) + 1/2 log det G(q) + 1/2 p^T G(q)^{-1} p; each step solves
+    the implicit momentum and position updates (RNS-HMC paper eq. 7-9) by
+    fixed-point iteration; a non-converged fixed point is a divergence
+    (``info["not_converged"]`` counts them).
+
+    Parameters
+    ----------
+    potential : Potential
+    metric : "fisher", Metric or (G, dG)
+        "fisher": Fisher information plus prior precision of a GLM;
+        ``(G, dG)``: callables ``G(q) -> (dim, dim)``, ``dG(q) -> (dim, dim, dim)``
+        (``dG[k] = dG/dq_k``); or any :class:`~fastsurrogate.core.Metric`.
+    step_size : float, optional
+        With ``adapt``, the start of the dual averaging (Stan's heuristic when
+        None); otherwise used as given (default 0.5).
+    n_steps : int
+    random_n_steps : bool
+    adapt : bool
+        Dual averaging of the step size over the warm-up.
+    target_accept, max_energy_error
+    max_fixed_point : int
+        Iterations of each implicit update.
+    fixed_point_tol : float
+        Relative convergence tolerance of the fixed points.
+
+    Examples
+    --------
+    >>> import fastsurrogate as fs
+    >>> X, y, _ = fs.datasets.simulate_logistic(1000, 3, seed=0)
+    >>> res = fs.sample(fs.models.LogisticRegression(X, y), method="rmhmc", n_draws=100,
+    ...                 n_warmup=100, chains=1, seed=1, progress=False)
+    >>> res.draws.shape
+    (1, 100, 3)
+    """
+
+    method = "rmhmc"
+    default_chains = 1
+
+    def __init__(self, potential, *, metric="fisher", step_size=None, n_steps=3,
+                 random_n_steps=True, adapt=True, target_accept=0.8, max_energy_error=1000.0,
+                 max_fixed_point=20, fixed_point_tol=1e-9):
+        super().__init__(potential)
+        self.metric = as_metric(metric, potential)
+        self.step_size = check_positive("step_size", step_size, allow_none=True)
+        self.n_steps = check_int("n_steps", n_steps, 1)
+        self.random_n_steps = bool(random_n_steps)
+        self.adapt = bool(adapt)
+        self.target_accept = float(target_accept)
+        if not 0 < self.target_accept < 1:
+            raise ValueError("target_accept must be in (0, 1)")
+        self.max_energy_error = check_positive("max_energy_error", max_energy_error)
+        self.max_fixed_point = check_int("max_fixed_point", max_fixed_point, 1)
+        self.fixed_point_tol = check_positive("fixed_point_tol", fixed_point_tol)
+
+    def make_rm_chain(self, q0, generator, drive, metric, judge=None, judge_metric=None,
+                      step_size=None, n_steps=None):
+        step = step_size if step_size is not None else (
+            self.step_size if self.step_size is not None else (1.0 if self.adapt else 0.5))
+        return RMChain(drive, metric, judge, judge_metric, q0, generator, step_size=step,
+                       n_steps=n_steps or self.n_steps, random_n_steps=self.random_n_steps,
+                       max_energy_error=self.max_energy_error,
+                       max_fixed_point=self.max_fixed_point,
+                       fixed_point_tol=self.fixed_point_tol)
+
+    def rm_warmup(self, chain, trace, ctx, n, key="warmup", search=True):
+        if not self.adapt or n == 0:
+            ctx.run_span(chain, trace, 0, n, key)
+            return
+        if search:
+            chain.find_step_size()
+        chain.start_adaptation(self.target_accept)
+        ctx.run_span(chain, trace, 0, n, key)
+        chain.finish_adaptation()
+
+    def phases(self, run):
+        run.start()
+        run.info["not_converged"] = 0
+        run.each_chain(self.warmup_and_sample, run.n_warmup + run.n_draws, self.method,
+                       parallel=False)
+
+    def warmup_and_sample(self, ctx):
+        ctx.chain = self.make_rm_chain(ctx.q0, ctx.generator, self.potential, self.metric)
+        with ctx.phase("warmup"):
+            self.rm_warmup(ctx.chain, ctx.warm, ctx, ctx.run.n_warmup,
+                           search=self.step_size is None)
+        with ctx.phase("sample"):
+            ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
+        ctx.run.info["not_converged"] += ctx.chain.n_not_converged
+
+
+class RNSRMHMC(RNSHMC):
+    """Random-network-surrogate RMHMC (RNS-HMC paper, section 3.4; exact).
+
+    Phases: explore (exact HMC, step-size adaptation; its states train the
+    network exactly as in :class:`RNSHMC`), train, adapt (the Riemannian step
+    size, dual averaging on the surrogate chain), exploit.  In the exploit
+    phase the generalized leapfrog uses the network z for the gradient AND
+    for the metric (SoftAbs of the Hessian of z, or of its diagonal with
+    ``diagonal_metric``); the Metropolis test uses the exact U, and with
+    ``test_metric="exact"`` (the paper's choice) the exact metric as well:
+
+        H*(q, p) = U(q) + 1/2 log det G*(q) + 1/2 p^T G*(q)^{-1} p,
+        p ~ N(0, G*(q)) at every iteration.
+
+    Why the chain is exact: the generalized leapfrog of the surrogate
+    Hamiltonian, followed by a momentum flip, is an involution that
+    preserves volume in (q, p) for any smooth surrogate metric (it is the
+    symplectic, symmetric integrator of the surrogate Hamiltonian; up to the
+    fixed-point tolerance).  A deterministic volume-preserving involution
+    accepted with probability min(1, exp(H*(q, p) - H*(q', p'))) leaves
+    exp(-H*) invariant for ANY H*, and the momentum refresh from N(0, G*(q))
+    is a Gibbs step of the same joint.  The q-marginal of exp(-H*) is
+    exp(-U(q)) because the normalising constant of N(0, G*(q)), det G*(q)^{1/2},
+    is cancelled by the 1/2 log det G* term.  So the draws target the exact
+    posterior whatever the surrogate, with either test metric; the surrogate
+    only changes the acceptance rate.  ``test_metric="surrogate"`` uses the
+    network's metric in the test (no exact metric evaluation per iteration).
+
+    Parameters
+    ----------
+    potential : Potential
+    metric : "fisher", Metric or (G, dG)
+        The exact metric (used in the test with ``test_metric="exact"``).
+    rm_step_size : float, optional
+        Step size of the Riemannian phase (adapted when None and ``adapt``).
+    rm_n_steps : int
+    test_metric : {"exact", "surrogate"}
+    diagonal_metric : bool
+        SoftAbs of the network's Hessian diagonal (non-convex U).
+    softabs_alpha : float
+    max_fixed_point, fixed_point_tol : as for :class:`RMHMC`.
+    **options
+        Everything :class:`RNSHMC` takes (n_hidden, ridge, ..., step_size and
+        n_steps of the exploration).
+
+    Examples
+    --------
+    >>> import fastsurrogate as fs
+    >>> X, y, _ = fs.datasets.simulate_logistic(2000, 3, seed=0)
+    >>> res = fs.sample(fs.models.LogisticRegression(X, y), method="rns-rmhmc", n_draws=100,
+    ...                 n_warmup=300, chains=1, n_hidden=200, seed=1, progress=False)
+    >>> res.draws.shape
+    (1, 100, 3)
+    """
+
+    method = "rns-rmhmc"
+
+    def __init__(self, potential, *, metric="fisher", rm_step_size=None, rm_n_steps=3,
+                 test_metric="exact", diagonal_metric=False, softabs_alpha=1.0,
+                 max_fixed_point=20, fixed_point_tol=1e-9, **options):
+        if options.get("base") is not None:
+            raise ValueError("RNS-RMHMC needs the network alone as surrogate (base=None)")
+        options.setdefault("guard", None)
+        super().__init__(potential, **options)
+        if test_metric not in ("exact", "surrogate"):
+            raise ValueError(f'test_metric must be "exact" or "surrogate", got {test_metric!r}')
+        self.test_metric = test_metric
+        self.exact_metric = as_metric(metric, potential) if test_metric == "exact" else None
+        self.rm_step_size = check_positive("rm_step_size", rm_step_size, allow_none=True)
+        self.rm_n_steps = check_int("rm_n_steps", rm_n_steps, 1)
+        self.diagonal_metric = bool(diagonal_metric)
+        self.softabs_alpha = check_positive("softabs_alpha", softabs_alpha)
+        self.max_fixed_point = check_int("max_fixed_point", max_fixed_point, 1)
+        self.fixed_point_tol = check_positive("fixed_point_tol", fixed_point_tol)
+
+    def phases(self, run):
+        run.start()
+        seed = surrogate_seed(run.generators[0])
+        run.each_chain(self.explore, run.n_warmup, "explore")
+        start = self._train_start(run.n_warmup)
+        Q, U = self.training_set([c.warm for c in run.ctxs], start)
+        run.info["exploration_acceptance"] = [
+            float(c.warm["accept_prob"][start:].mean()) if run.n_warmup > start else 1.0
+            for c in run.ctxs]
+        with run.phase("train"):
+            net = self.surrogate if self.surrogate is not None else self.train(Q, U, seed)
+        if not isinstance(net, RandomNetwork):
+            raise TypeError("RNS-RMHMC needs a RandomNetwork surrogate (its Hessian is the metric)")
+        run.surrogate = net
+        run.info.update(n_train=int(Q.shape[0]), guard_events=[], not_converged=0,
+                        rm_step_size=[])
+        run.each_chain(lambda ctx: self.exploit_rm(ctx, net), run.n_draws, "exploit",
+                       parallel=False)
+
+    def exploit_rm(self, ctx, net):
+        sur_metric = SoftAbsMetric(net, alpha=self.softabs_alpha, diagonal=self.diagonal_metric)
+        step = self.rm_step_size if self.rm_step_size is not None else 1.0
+        chain = RMChain(net, sur_metric, self.potential, self.exact_metric, ctx.chain.position,
+                        ctx.generator, step_size=step, n_steps=self.rm_n_steps,
+                        random_n_steps=self.random_n_steps,
+                        max_energy_error=self.max_energy_error,
+                        max_fixed_point=self.max_fixed_point,
+                        fixed_point_tol=self.fixed_point_tol)
+        ctx.chain = chain
+        if self.rm_step_size is None and self.adapt:
+            n_adapt = max(50, ctx.run.n_warmup // 5)
+            scratch = new_trace(n_adapt, self.potential.dim)
+            with ctx.phase("warmup"):
+                chain.find_step_size()
+                chain.start_adaptation(self.target_accept)
+                ctx.run_span(chain, scratch, 0, n_adapt, "rm_adapt")
+                chain.finish_adaptation()
+        ctx.run.info["rm_step_size"].append(chain.step_size)
+        with ctx.phase("sample"):
+            ctx.run_span(chain, ctx.main, 0, ctx.run.n_draws, "sample")
+        ctx.run.info["not_converged"] += chain.n_not_converged

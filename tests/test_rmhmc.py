@@ -1,0 +1,227 @@
+"""Riemannian-manifold HMC: metrics against finite differences, the generalized
+leapfrog's reversibility and volume preservation, RMHMC and RNS-RMHMC as
+distributions (MCSE tolerances)."""
+import numpy as np
+import pytest
+
+import fastsurrogate as fs
+from fastsurrogate import diagnostics
+from fastsurrogate.core._rmhmc import (FisherMetric, SoftAbsMetric, CallableMetric, RMChain,
+                                       softabs, glm_weight_deriv)
+from fastsurrogate.models import posteriordb as pdb
+from fastsurrogate.surrogates import train_random_network
+
+
+def fd_tensor(metric, q, h=1e-5):
+    return np.array([(metric(q + h * e) - metric(q - h * e)) / (2 * h) for e in np.eye(len(q))])
+
+
+def check_contractions(metric, q, u, rtol=1e-7):
+    tr, quad = metric.contract(q, u)
+    dG = fd_tensor(metric, q)
+    Gi = np.linalg.inv(metric(q))
+    tr_fd = np.einsum("kij,ij->k", dG, Gi)
+    quad_fd = np.einsum("kij,i,j->k", dG, u, u)
+    np.testing.assert_allclose(tr, tr_fd, rtol=0, atol=rtol * np.abs(tr_fd).max())
+    np.testing.assert_allclose(quad, quad_fd, rtol=0, atol=rtol * np.abs(quad_fd).max())
+
+
+def glm(family, n=3000, d=4, seed=0):
+    X, y, _ = fs.datasets.simulate_logistic(n, d, seed=seed)
+    rng = np.random.default_rng(seed)
+    if family == "poisson":
+        return fs.models.PoissonRegression(X, rng.poisson(1.0, n).astype(float), prior_sd=10.0)
+    if family == "linear":
+        return fs.models.LinearRegression(X, X @ np.ones(d) + rng.normal(size=n), sigma=1.0,
+                                          prior_sd=10.0)
+    cls = fs.models.LogisticRegression if family == "logistic" else fs.models.ProbitRegression
+    return cls(X, y, prior_sd=10.0)
+
+
+@pytest.mark.parametrize("family", ["logistic", "probit", "poisson", "linear"])
+def test_fisher_metric_matches_model_and_finite_differences(family):
+    m = glm(family)
+    M = FisherMetric(m)
+    q = np.array([0.1, -0.2, 0.3, 0.05])
+    np.testing.assert_array_equal(M(q), m.fisher_information(q))
+    if family == "linear":          # constant metric: both contractions vanish
+        tr, quad = M.contract(q, np.ones(4))
+        assert np.all(tr == 0) and np.all(quad == 0)
+        return
+    check_contractions(M, q, np.array([0.3, 0.1, -0.5, 1.0]))
+
+
+@pytest.mark.parametrize("family, code", [("logistic", 0), ("probit", 1), ("poisson", 2)])
+def test_glm_weight_derivative(family, code):
+    t = np.linspace(-6, 6, 25)
+    h = 1e-6
+    w, dw = glm_weight_deriv(code, 1.0, t)
+    fd = (glm_weight_deriv(code, 1.0, t + h)[0] - glm_weight_deriv(code, 1.0, t - h)[0]) / (2 * h)
+    np.testing.assert_allclose(dw, fd, rtol=1e-7, atol=1e-12)
+
+
+def test_softabs_values_and_derivative():
+    l = np.array([-50.0, -3.0, -0.4, -0.05, -1e-4, 0.0, 1e-4, 0.05, 0.099, 0.101, 0.7, 3.0, 50.0])
+    f, fp = softabs(l, 2.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ref = np.where(l == 0, 0.5, l / np.tanh(2.0 * l))
+    np.testing.assert_allclose(f, ref, rtol=1e-13)
+    h = 1e-6
+    fd = (softabs(l + h, 2.0)[0] - softabs(l - h, 2.0)[0]) / (2 * h)
+    np.testing.assert_allclose(fp, fd, rtol=1e-7, atol=1e-9)
+
+
+def small_network(diagonal):
+    rng = np.random.default_rng(4)
+    Q = rng.normal(size=(400, 3))
+    U = 0.5 * np.sum(Q ** 2 * [1.0, 2.0, 0.5], axis=1) + 0.3 * Q[:, 0] * Q[:, 1] ** 2
+    net = train_random_network(Q, U, n_hidden=80, activation="softplus", ridge=1e-8,
+                               standardize=True, input_scale=1.0, seed=3)
+    return net, SoftAbsMetric(net, alpha=1.5, diagonal=diagonal)
+
+
+@pytest.mark.parametrize("diagonal", [False, True])
+def test_softabs_network_metric_finite_differences(diagonal):
+    net, M = small_network(diagonal)
+    q = np.array([0.3, -0.4, 0.2])
+    G = M(q)
+    H = net.hessian(q)
+    if diagonal:
+        np.testing.assert_allclose(np.diag(G), softabs(np.diag(H), 1.5)[0], rtol=1e-12)
+    else:
+        lam, V = np.linalg.eigh(H)
+        np.testing.assert_allclose(G, (V * softabs(lam, 1.5)[0]) @ V.T, rtol=1e-10, atol=1e-12)
+    check_contractions(M, q, np.array([0.7, -0.2, 0.4]))
+
+
+def test_callable_metric_contractions():
+    A = np.array([[2.0, 0.3, 0.0], [0.3, 1.0, 0.1], [0.0, 0.1, 1.5]])
+    Gf = lambda q: A * np.exp(q[0]) + np.diag(q ** 2)
+    dGf = lambda q: np.array([(k == 0) * A * np.exp(q[0]) + np.diag(2 * q * (np.arange(3) == k))
+                              for k in range(3)])
+    check_contractions(CallableMetric(Gf, dGf, 3), np.array([0.2, -0.5, 0.8]),
+                       np.array([1.0, 0.5, -0.3]))
+
+
+def lf_map(chain, eps, n):
+    def f(z):
+        q1, p1 = chain.leapfrog(z[:3], z[3:], eps, n)
+        return np.concatenate([q1, p1])
+    return f
+
+
+@pytest.mark.parametrize("kind", ["fisher", "softabs"])
+def test_generalized_leapfrog_reversible_and_volume_preserving(kind):
+    if kind == "fisher":
+        m = glm("logistic", n=2000, d=3)
+        pot, M = m, FisherMetric(m)
+        q = np.array([0.2, -0.1, 0.4])
+        p = np.array([3.0, -2.0, 1.5])
+        eps = 0.1
+    else:
+        pot, M = small_network(False)
+        q = np.array([0.3, -0.4, 0.2])
+        p = np.array([0.8, -0.5, 0.3])
+        eps = 0.2
+    chain = RMChain(pot, M, None, None, q, np.random.default_rng(0), max_fixed_point=200,
+                    fixed_point_tol=1e-15)
+    q1, p1 = chain.leapfrog(q, p, eps, 3)
+    assert np.abs(q1 - q).max() > 1e-3
+    q2, p2 = chain.leapfrog(q1, -p1, eps, 3)
+    np.testing.assert_allclose(q2, q, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(-p2, p, rtol=0, atol=1e-10)
+    f = lf_map(chain, eps, 3)
+    z = np.concatenate([q, p])
+    h = 1e-5
+    J = np.array([(f(z + h * e) - f(z - h * e)) / (2 * h) for e in np.eye(6)]).T
+    assert abs(np.linalg.det(J) - 1.0) < 1e-8
+    # energy error is second order in the step
+    dh = chain.hamiltonian(q1, p1) - chain.hamiltonian(q, p)
+    assert abs(dh) < 0.05
+
+
+def compare(x, ref, n_se=4.0):
+    bad = []
+    for i in range(x.shape[1]):
+        se_m = np.hypot(diagnostics.mcse_mean(x[:, i]), diagnostics.mcse_mean(ref[:, i]))
+        se_s = np.hypot(diagnostics.mcse_sd(x[:, i]), diagnostics.mcse_sd(ref[:, i]))
+        zm = (x[:, i].mean() - ref[:, i].mean()) / se_m
+        zs = (x[:, i].std() - ref[:, i].std()) / se_s
+        if abs(zm) > n_se or abs(zs) > n_se:
+            bad.append((i, round(float(zm), 2), round(float(zs), 2)))
+    assert not bad, f"(index, z of mean, z of sd) outside {n_se} MCSE: {bad}"
+
+
+@pytest.fixture(scope="module")
+def logistic_reference():
+    X, y, _ = fs.datasets.simulate_logistic(2000, 5, seed=0)
+    m = fs.models.LogisticRegression(X, y, prior_sd=10.0)
+    ref = fs.sample(m, method="nuts", n_draws=6000, n_warmup=1000, chains=1, seed=11,
+                    progress=False)
+    return m, ref.draws.reshape(-1, 5)
+
+
+@pytest.mark.parametrize("method, kw", [
+    ("rmhmc", dict(n_steps=3)),
+    ("rns-rmhmc", dict(n_hidden=300, rm_n_steps=3)),
+    ("rns-rmhmc", dict(n_hidden=300, rm_n_steps=3, test_metric="surrogate")),
+])
+def test_rmhmc_exact_on_logistic_regression(logistic_reference, method, kw):
+    m, ref = logistic_reference
+    res = fs.sample(m, method=method, n_draws=2000, n_warmup=600, chains=1, seed=5,
+                    progress=False, **kw)
+    assert res.stats["divergent"].mean() < 0.02
+    compare(res.draws.reshape(-1, 5), ref)
+
+
+def linear_gaussian_fisher(model):
+    """Fisher information of (w, log sigma) for y ~ N(Z w, sigma^2) plus prior precision."""
+    ZtZ = model.Z.T @ model.Z
+    p = model.p
+
+    def G(q):
+        out = np.zeros((p + 1, p + 1))
+        out[:p, :p] = np.exp(-2 * q[p]) * ZtZ + np.eye(p) / model.prior_sd ** 2
+        out[p, p] = 2.0 * model.n
+        return out
+
+    def dG(q):
+        out = np.zeros((p + 1, p + 1, p + 1))
+        out[p, :p, :p] = -2 * np.exp(-2 * q[p]) * ZtZ
+        return out
+    return G, dG
+
+
+@pytest.mark.parametrize("cls", [pdb.SBLRC_BLR, pdb.ArK])
+@pytest.mark.parametrize("method", ["rmhmc", "rns-rmhmc"])
+def test_rmhmc_reproduces_posteriordb_reference(data_dir, cls, method):
+    model = cls.from_posteriordb(data_dir)
+    pot = pdb.as_potential(model)
+    ref = cls.reference_draws(data_dir)
+    kw = dict(n_hidden=400) if method == "rns-rmhmc" else {}
+    res = fs.sample(pot, method=method, metric=linear_gaussian_fisher(model), n_draws=1500,
+                    n_warmup=600, chains=1, seed=7, progress=False, **kw)
+    assert res.stats["divergent"].mean() < 0.02
+    draws = res.constrained()
+    bad = []
+    for name, r in ref.items():
+        x = np.asarray(draws[name]).ravel()
+        r = np.asarray(r).ravel()
+        se_m = np.hypot(diagnostics.mcse_mean(x), diagnostics.mcse_mean(r))
+        se_s = np.hypot(diagnostics.mcse_sd(x), diagnostics.mcse_sd(r))
+        zm, zs = (x.mean() - r.mean()) / se_m, (x.std() - r.std()) / se_s
+        if abs(zm) > 4 or abs(zs) > 4:
+            bad.append((name, round(float(zm), 2), round(float(zs), 2)))
+    assert not bad, bad
+
+
+def test_bad_arguments_raise_before_c():
+    m = glm("logistic", n=200, d=3)
+    with pytest.raises(TypeError):
+        fs.RMHMC(fs.models.StandardNormal(3))          # no Fisher for a non-GLM
+    with pytest.raises(ValueError):
+        fs.RMHMC(m, metric="hessian")
+    with pytest.raises(ValueError):
+        fs.RNSRMHMC(m, test_metric="both")
+    with pytest.raises(TypeError):
+        CallableMetric(1, 2, 3)
