@@ -24,7 +24,8 @@ from ..result import Result
 
 __all__ = ["Sampler", "Run", "ChainContext", "chain_generators", "initial_points",
            "warmup_windows", "regularized_metric", "check_int", "check_positive",
-           "check_potential", "check_metric", "Interrupted"]
+           "check_potential", "check_metric", "check_tree_depth", "check_explore",
+           "Interrupted"]
 
 
 class Interrupted(Exception):
@@ -83,6 +84,21 @@ def check_metric(metric, names, dim):
     if m.ndim == 2 and not np.allclose(m, m.T, rtol=1e-12, atol=0.0):
         raise ValueError("a dense metric must be symmetric")
     return m
+
+
+def check_tree_depth(max_tree_depth):
+    """NUTS's maximum tree depth: an int in 1..30."""
+    depth = check_int("max_tree_depth", max_tree_depth, 1)
+    if depth > 30:
+        raise ValueError(f"max_tree_depth must be <= 30, got {max_tree_depth}")
+    return depth
+
+
+def check_explore(explore):
+    """The exploration kernel of a surrogate sampler: "hmc" or "nuts"."""
+    if explore not in ("hmc", "nuts"):
+        raise ValueError(f'explore must be "hmc" or "nuts", got {explore!r}')
+    return explore
 
 
 def check_init(init, dim, chains):

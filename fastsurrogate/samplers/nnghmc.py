@@ -36,7 +36,7 @@ import numpy as np
 from ..core._hmc import Chain
 from ..core._potential import RecordingPotential
 from ..surrogates.gradient_network import affine_start_network, fit_gradient_network
-from ._base import check_int, check_potential
+from ._base import check_int, check_potential, check_explore, check_tree_depth
 from .hmc import HMC
 from .rns_hmc import surrogate_seed
 
@@ -166,12 +166,8 @@ class NNGHMC(HMC):
                              "VHMC (exact=True)")
         hmc_options.pop("transitions", None)
         super().__init__(potential, **hmc_options)
-        if explore not in ("hmc", "nuts"):
-            raise ValueError(f'explore must be "hmc" or "nuts", got {explore!r}')
-        self.explore_with = explore
-        self.max_tree_depth = check_int("max_tree_depth", max_tree_depth, 1)
-        if self.max_tree_depth > 30:
-            raise ValueError(f"max_tree_depth must be <= 30, got {max_tree_depth}")
+        self.explore_with = check_explore(explore)
+        self.max_tree_depth = check_tree_depth(max_tree_depth)
         self.n_hidden = check_int("n_hidden", n_hidden, 1)
         self.blocks = check_int("blocks", blocks, 1)
         if self.blocks > potential.dim:

@@ -12,7 +12,7 @@ metric windows).
 """
 
 from .hmc import HMC
-from ._base import check_int
+from ._base import check_tree_depth
 
 __all__ = ["NUTS"]
 
@@ -22,15 +22,9 @@ class NUTS(HMC):
 
     Parameters
     ----------
-    potential : Potential
-        The target, U = -log density.
-    step_size : float, optional
-        With ``adapt=True`` the start of dual averaging (found by Stan's
-        heuristic when omitted); with ``adapt=False`` used as given (default 0.1).
-    metric : {"diag", "dense", "unit"} or ndarray
-        As for :class:`HMC`.
-    adapt : bool
-        Adapt step size (and metric) during warm-up.
+    potential, step_size, metric, adapt
+        As for :class:`HMC` (Stan's warm-up: step-size heuristic, dual
+        averaging, metric windows).
     target_accept : float
         Dual-averaging target of the mean acceptance statistic (Stan: 0.8).
     max_tree_depth : int
@@ -57,9 +51,7 @@ class NUTS(HMC):
         super().__init__(potential, step_size=step_size, n_steps=1, random_n_steps=False,
                          metric=metric, adapt=adapt, target_accept=target_accept,
                          max_energy_error=max_energy_error)
-        self.max_tree_depth = check_int("max_tree_depth", max_tree_depth, 1)
-        if self.max_tree_depth > 30:
-            raise ValueError(f"max_tree_depth must be <= 30, got {max_tree_depth}")
+        self.max_tree_depth = check_tree_depth(max_tree_depth)
 
     def make_chain(self, q0, generator, drive=None, judge=None, **kw):
         return super().make_chain(q0, generator, drive, judge, algorithm="nuts",

@@ -3,14 +3,13 @@ surrogate version RNS-RMHMC (Zhang, Shahbaba & Zhao 2017, sections 2.2 and
 3.4).  The generalized leapfrog, the Metropolis test and the chain loop run
 in C (csrc/fs_rmhmc.c); these classes hold only the phases.
 """
-import numpy as np
 
 from ..core._hmc import new_trace
 from ..core._rmhmc import RMChain, Metric, FisherMetric, SoftAbsMetric, CallableMetric
 from ..models._glm import GeneralizedLinearModel
 from ..surrogates._network import RandomNetwork
 from ._base import Sampler, check_int, check_positive
-from .rns_hmc import RNSHMC, surrogate_seed
+from .rns_hmc import RNSHMC
 
 __all__ = ["RMHMC", "RNSRMHMC", "as_metric"]
 
@@ -202,14 +201,7 @@ class RNSRMHMC(RNSHMC):
         self.fixed_point_tol = check_positive("fixed_point_tol", fixed_point_tol)
 
     def phases(self, run):
-        run.start()
-        seed = surrogate_seed(run.generators[0])
-        run.each_chain(self.explore, run.n_warmup, "explore")
-        start = self._train_start(run.n_warmup)
-        Q, U = self.training_set([c.warm for c in run.ctxs], start)
-        run.info["exploration_acceptance"] = [
-            float(c.warm["accept_prob"][start:].mean()) if run.n_warmup > start else 1.0
-            for c in run.ctxs]
+        seed, Q, U = self.explore_phase(run)
         with run.phase("train"):
             net = self.surrogate if self.surrogate is not None else self.train(Q, U, seed)
         if not isinstance(net, RandomNetwork):

@@ -25,7 +25,7 @@ from ..core._potential import WeightedSum
 from ..models._models import Gaussian
 from ..surrogates.laplace import laplace_approximation
 from ..surrogates.random_network import train_random_network
-from ._base import check_int, check_positive, check_potential
+from ._base import check_int, check_positive, check_potential, check_explore, check_tree_depth
 from ._transitions import check_transitions, tune_transitions, transition_chain
 from .hmc import HMC
 
@@ -154,12 +154,8 @@ class RNSHMC(HMC):
                  inner="hmc", explore="hmc", max_tree_depth=10, **hmc_options):
         super().__init__(potential, **hmc_options)
         self.transitions, self.inner = check_transitions(transitions, inner)
-        if explore not in ("hmc", "nuts"):
-            raise ValueError(f'explore must be "hmc" or "nuts", got {explore!r}')
-        self.explore_with = explore
-        self.max_tree_depth = check_int("max_tree_depth", max_tree_depth, 1)
-        if self.max_tree_depth > 30:
-            raise ValueError(f"max_tree_depth must be <= 30, got {max_tree_depth}")
+        self.explore_with = check_explore(explore)
+        self.max_tree_depth = check_tree_depth(max_tree_depth)
         if self.transitions is not None and delayed_acceptance:
             raise ValueError("delayed_acceptance does not apply with transitions: the exact "
                              "test already comes once per k surrogate transitions")
@@ -214,14 +210,7 @@ class RNSHMC(HMC):
         events and the exact evaluations made (and, with delayed
         acceptance, saved).
         """
-        run.start()
-        seed = surrogate_seed(run.generators[0])
-        run.each_chain(self.explore, run.n_warmup, "explore")
-        start = self._train_start(run.n_warmup)
-        Q, U = self.training_set([c.warm for c in run.ctxs], start)
-        run.info["exploration_acceptance"] = [
-            float(c.warm["accept_prob"][start:].mean()) if run.n_warmup > start else 1.0
-            for c in run.ctxs]
+        seed, Q, U = self.explore_phase(run)
         with run.phase("train"):
             # "laplace": this run's own Laplace approximation
             base = self._laplace_base(Q, U) if isinstance(self.base, str) else self.base
@@ -242,6 +231,19 @@ class RNSHMC(HMC):
         run.info["exact_evaluations_saved"] = n_iter - judge_evals
 
     # -- phases ------------------------------------------------------------------
+    def explore_phase(self, run):
+        """Start the chains and explore with exact HMC (or NUTS); returns
+        (basis seed, Q, U): the training set pooled over the chains."""
+        run.start()
+        seed = surrogate_seed(run.generators[0])
+        run.each_chain(self.explore, run.n_warmup, "explore")
+        start = self._train_start(run.n_warmup)
+        Q, U = self.training_set([c.warm for c in run.ctxs], start)
+        run.info["exploration_acceptance"] = [
+            float(c.warm["accept_prob"][start:].mean()) if run.n_warmup > start else 1.0
+            for c in run.ctxs]
+        return seed, Q, U
+
     def _n_adapt(self, n_warmup):
         return n_warmup // 2 if self.adapt else 0
 
