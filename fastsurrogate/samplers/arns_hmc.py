@@ -27,12 +27,14 @@ import time
 
 import numpy as np
 
+from ..core._hmc import new_trace
 from ..core._blas_threads import blas_threads
 from ..surrogates._online import OnlineLayerHook
 from ..surrogates.online import OnlineOutputLayer, with_bias, set_output_weights
 from ..surrogates.random_network import train_random_network
 from ._base import check_int
 from .rns_hmc import RNSHMC, surrogate_seed
+from . import _noregret
 
 __all__ = ["ARNSHMC"]
 
@@ -79,8 +81,13 @@ class ARNSHMC(RNSHMC):
         proposals and its states repeat, so they carry little new
         information; the proposals fall exactly where the surrogate is wrong.
     **options
-        n_hidden, activation, standardize, delayed_acceptance and the HMC
-        options, as for :class:`RNSHMC`.
+        n_hidden, activation, standardize, delayed_acceptance, no_regret,
+        trial_length, explore and the HMC options, as for :class:`RNSHMC`.
+        With ``no_regret`` (default) each chain decides on its own: the cost
+        check after its exploration, then a trial of ``trial_length``
+        iterations with the start network (no online updates in it);
+        ``info["no_regret"]`` holds one record per chain and
+        ``info["fallback"]`` the reason and the chains that fell back.
     """
 
     method = "arns-hmc"
@@ -137,11 +144,18 @@ class ARNSHMC(RNSHMC):
         seed = surrogate_seed(run.generators[0])
         for ctx in run.ctxs:
             ctx.net, ctx.trainer, ctx.switches, ctx.stopped, ctx.clock = None, None, [], None, []
+            ctx.no_regret, ctx.fallback = {}, None
 
         def chain(ctx):
             self.explore(ctx)
+            if self.no_regret:
+                record = self.chain_cost_check(ctx)
+                if record is not None:
+                    return self.chain_fall_back(ctx, record)
             with ctx.phase("train"):
                 self.start_surrogate(ctx, seed)
+            if self.no_regret and not self.chain_trial(ctx):
+                return self.chain_fall_back(ctx, _noregret.fallback_record(ctx.no_regret["trial"]))
             with ctx.phase("sample"):
                 self.adapt_and_sample(ctx)
 
@@ -152,8 +166,52 @@ class ARNSHMC(RNSHMC):
         with blas_threads(1):
             run.each_chain(chain, run.n_warmup + run.n_draws, self.method)
 
+    # -- the no-regret decision, per chain (see fastsurrogate.samplers._noregret) ----
+    def chain_cost_check(self, ctx):
+        """Rule 1 on this chain's exploration: None, or the fallback record."""
+        a, b, _ = ctx.exact_rows
+        nuts_steps = float(np.mean(ctx.warm["n_steps"][a:b])) if b > a else 1.0
+        net = _noregret.untrained_network("random", self.potential.dim, self.n_hidden,
+                                          self.activation)
+        record, ctx.no_regret["cost"] = _noregret.cost_check(
+            self.potential, net, ctx.chain.position, nuts_steps, self._surrogate_steps())
+        return record
+
+    def chain_trial(self, ctx):
+        """Rule 2 with the start network (no online updates in the trial, so the
+        test is conservative: the updates only improve the surrogate)."""
+        n = self.trial_length
+        trial = new_trace(n, self.potential.dim)
+        with ctx.phase("trial"):
+            t0 = time.perf_counter()
+            ctx.run_span(ctx.chain, trial, 0, n, "trial")
+            seconds = time.perf_counter() - t0
+        a, b, t_exact = ctx.exact_rows
+        switch, ctx.no_regret["trial"] = _noregret.trial_verdict(
+            ctx.warm["draws"][None, a:b], t_exact, trial["draws"][None], seconds,
+            float(trial["accept_prob"].mean()))
+        ctx.no_regret["switched"] = switch
+        return switch
+
+    def chain_fall_back(self, ctx, record):
+        """This chain's kept draws from its exploration's exact chain, continued."""
+        ctx.fallback = record
+        ctx.no_regret["switched"] = False
+        position = ctx.chain.position
+        ctx.chain = ctx.exact_chain
+        ctx.chain.set_position(position)
+        with ctx.phase("sample"):
+            ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
+
     def finish(self, run):
         ctxs = run.ctxs
+        if self.no_regret:
+            run.info["no_regret"] = [getattr(c, "no_regret", {}) for c in ctxs]
+            fell = [c.index for c in ctxs if getattr(c, "fallback", None) is not None]
+            if fell:
+                first = ctxs[fell[0]].fallback
+                run.info["fallback"] = {"reason": first["reason"], "chains": fell,
+                                        "measured": [ctxs[i].fallback["measured"] for i in fell]}
         run.info.update({
             "switch_iterations": [getattr(c, "switches", []) for c in ctxs],
             "n_seen": [c.trainer.n_seen if getattr(c, "trainer", None) else 0 for c in ctxs],

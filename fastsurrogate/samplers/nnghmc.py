@@ -39,6 +39,7 @@ from ..surrogates.gradient_network import affine_start_network, fit_gradient_net
 from ._base import check_int, check_potential, check_explore, check_tree_depth
 from .hmc import HMC
 from .rns_hmc import surrogate_seed
+from . import _noregret
 
 __all__ = ["NNGHMC"]
 
@@ -129,6 +130,15 @@ class NNGHMC(HMC):
         (every leapfrog step of its trajectories is recorded likewise).
     max_tree_depth : int
         NUTS: at most 2**max_tree_depth - 1 leapfrog steps per transition.
+    no_regret : bool
+        The no-regret default (:mod:`fastsurrogate.samplers._noregret`):
+        explore with exact NUTS (unless ``explore`` says otherwise); before
+        the first training, a cost check (a network gradient against an exact
+        one) may end the schedule at once; a trial switches only when, on top
+        of the acceptance test, its min ESS per second beats the last exact
+        exploration span's; when no switch happens the draws come from the
+        exploration's NUTS and ``result.info["fallback"]`` says why.  False:
+        the paper's schedule (exploration with HMC by default).
     **hmc_options
         step_size, n_steps, random_n_steps, metric, adapt, target_accept,
         max_energy_error, as for :class:`HMC`.
@@ -158,7 +168,8 @@ class NNGHMC(HMC):
                  holdout=0.1, burn_in=0.2, train_start=0.5, train_every=0.1, train_end=None,
                  trial_length=50, switch_fraction=0.9, record_every=1, max_train=None,
                  start="affine", warm_start=True, trainer=None, trainer_options=None,
-                 surrogate=None, explore="hmc", max_tree_depth=10, **hmc_options):
+                 surrogate=None, explore=None, max_tree_depth=10, no_regret=True,
+                 **hmc_options):
         if hmc_options.get("transitions") is not None or "inner" in hmc_options:
             raise ValueError("NNgHMC has no surrogate transitions: its gradient network has no "
                              "value V, so the exact test min(1, exp(-U(q') + U(q) + V(q') - "
@@ -166,6 +177,9 @@ class NNGHMC(HMC):
                              "VHMC (exact=True)")
         hmc_options.pop("transitions", None)
         super().__init__(potential, **hmc_options)
+        self.no_regret = bool(no_regret)
+        if explore is None:
+            explore = "nuts" if self.no_regret else "hmc"
         self.explore_with = check_explore(explore)
         self.max_tree_depth = check_tree_depth(max_tree_depth)
         self.n_hidden = check_int("n_hidden", n_hidden, 1)
@@ -316,6 +330,13 @@ class NNGHMC(HMC):
         for j, t in enumerate(trainings):
             if t > run.iteration:
                 self.exact_span(run, t, record=True)
+            if self.no_regret and j == 0:
+                record = self.cost_check(run)
+                if record is not None:
+                    run.info["fallback"] = record
+                    events.append({"event": "keep_exact", "iteration": run.iteration,
+                                   "reason": record["reason"]})
+                    return False
             Q, G = self._training_set(run, seed, j)
             t0 = time.perf_counter()
             with run.phase("train"):
@@ -335,10 +356,28 @@ class NNGHMC(HMC):
             for ctx in run.ctxs:            # back to exact HMC where the trial ended
                 ctx.exact.set_position(ctx.chain.position)
                 ctx.chain = ctx.exact
-        events.append({"event": "keep_exact", "iteration": run.iteration,
-                       "reason": "no trial reached switch_fraction * exact acceptance by "
-                                 "train_end" if trainings else "no training"})
+        reason = ("no trial reached switch_fraction * exact acceptance by train_end"
+                  if trainings else "no training")
+        if self.no_regret and trainings:
+            reason = ("no trial reached switch_fraction * exact acceptance and "
+                      f"{_noregret.SWITCH_FACTOR:g}x exact NUTS's min ESS per second by train_end")
+            trials = [e.get("no_regret") for e in events if e["event"] == "trial"]
+            run.info["fallback"] = {"reason": "trial: " + reason, "measured": trials}
+        events.append({"event": "keep_exact", "iteration": run.iteration, "reason": reason})
         return False
+
+    def cost_check(self, run):
+        """Rule 1 of the no-regret default on chain 0's exploration: None, or
+        the fallback record."""
+        ctx = run.ctxs[0]
+        a, b, _ = ctx.exact_rows
+        net = _noregret.untrained_network("mlp", self.potential.dim, self.n_hidden * self.blocks,
+                                          self.activation)
+        record, measured = _noregret.cost_check(
+            self.potential, net, ctx.chain.position, float(np.mean(ctx.warm["n_steps"][a:b])),
+            _noregret.steps_per_iteration(self.n_steps, self.random_n_steps))
+        run.info["no_regret"] = {"cost": measured}
+        return record
 
     def exact_span(self, run, last, record):
         """Exact HMC from exploration iteration run.iteration to `last` (rows
@@ -354,10 +393,13 @@ class NNGHMC(HMC):
                                                         **self._explore_options())
             ctx.recorder.active = record
             with ctx.phase("warmup"), ctx.phase("explore" if record else "burn_in"):
+                t0 = time.perf_counter()
                 if row0 == 0:
                     self.warmup(ctx.exact, ctx.warm, ctx, n, key="warmup")
                 else:
                     ctx.run_span(ctx.exact, ctx.warm, row0, row0 + n, "warmup")
+                if record:
+                    ctx.exact_rows = (row0, row0 + n, time.perf_counter() - t0)
 
         run.each_chain(worker, n, "explore" if record else "burn-in")
         run.row += n
@@ -374,16 +416,26 @@ class NNGHMC(HMC):
         def worker(ctx):
             ctx.chain = self._trial_chain(ctx.exact, run.net)
             with ctx.phase("trial"):
+                t1 = time.perf_counter()
                 ctx.run_span(ctx.chain, ctx.warm, row0, row0 + n, "warmup")
+                ctx.trial_seconds = time.perf_counter() - t1
 
         run.each_chain(worker, n, "trial", self.potential.thread_safe and run.net.thread_safe)
         run.row += n
         trial_acc = float(np.mean([c.warm["accept_prob"][row0:run.row] for c in run.ctxs]))
         switch = bool(trial_acc >= self.switch_fraction * hmc_acc)
-        run.info["events"].append({
-            "event": "trial", "iteration": t, "acceptance": trial_acc,
-            "hmc_acceptance": hmc_acc, "ratio": trial_acc / hmc_acc if hmc_acc > 0 else np.inf,
-            "switch": switch, "seconds": time.perf_counter() - t0})
+        event = {"event": "trial", "iteration": t, "acceptance": trial_acc,
+                 "hmc_acceptance": hmc_acc, "ratio": trial_acc / hmc_acc if hmc_acc > 0 else np.inf}
+        if self.no_regret:
+            ctxs = run.ctxs
+            fast, event["no_regret"] = _noregret.trial_verdict(
+                np.stack([c.warm["draws"][c.exact_rows[0]:c.exact_rows[1]] for c in ctxs]),
+                float(np.mean([c.exact_rows[2] for c in ctxs])),
+                np.stack([c.warm["draws"][row0:run.row] for c in ctxs]),
+                float(np.mean([c.trial_seconds for c in ctxs])), trial_acc)
+            switch = switch and fast
+        event.update(switch=switch, seconds=time.perf_counter() - t0)
+        run.info["events"].append(event)
         run.info["hmc_acceptance"], run.info["trial_acceptance"] = hmc_acc, trial_acc
         return switch
 

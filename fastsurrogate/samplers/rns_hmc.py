@@ -18,15 +18,18 @@ A guard watches the exploitation acceptance in windows: when it falls below
 on the data it has (``guard_action="retrain"``) or returns to exact HMC
 (``"exact"``); the result records every such event in ``info["guard_events"]``.
 """
+import time
+
 import numpy as np
 
-from ..core._hmc import Chain
+from ..core._hmc import Chain, new_trace
 from ..core._potential import WeightedSum
 from ..models._models import Gaussian
 from ..surrogates.laplace import laplace_approximation
 from ..surrogates.random_network import train_random_network
 from ._base import check_int, check_positive, check_potential, check_explore, check_tree_depth
 from ._transitions import check_transitions, tune_transitions, transition_chain
+from . import _noregret
 from .hmc import HMC
 
 __all__ = ["RNSHMC", "surrogate_seed"]
@@ -130,6 +133,17 @@ class RNSHMC(HMC):
     max_tree_depth : int
         NUTS (``inner`` or ``explore``): at most 2**max_tree_depth - 1
         leapfrog steps per transition.
+    no_regret : bool
+        The no-regret default (:mod:`fastsurrogate.samplers._noregret`):
+        explore with exact NUTS (unless ``explore`` says otherwise), then
+        switch to the surrogate only when a cost check (before training) and
+        a trial of ``trial_length`` surrogate-driven iterations (after
+        training) measure it faster in min ESS per second than the
+        exploration's NUTS; otherwise keep drawing with that NUTS chain and
+        say why in ``result.info["fallback"]``.  False: the paper's
+        algorithm, always switching (exploration with HMC by default).
+    trial_length : int
+        Iterations per chain of the no-regret trial (not kept).
     **hmc_options
         step_size, n_steps, random_n_steps, metric, adapt, target_accept,
         max_energy_error, as for :class:`HMC`.
@@ -151,9 +165,14 @@ class RNSHMC(HMC):
                  standardize=True, input_scale="auto", training="states", train_from=0.2,
                  delayed_acceptance=False, guard=0.5, guard_window=200,
                  guard_action="retrain", surrogate=None, base=None, transitions=None,
-                 inner="hmc", explore="hmc", max_tree_depth=10, **hmc_options):
+                 inner="hmc", explore=None, max_tree_depth=10, no_regret=True,
+                 trial_length=200, **hmc_options):
         super().__init__(potential, **hmc_options)
         self.transitions, self.inner = check_transitions(transitions, inner)
+        self.no_regret = bool(no_regret)
+        self.trial_length = check_int("trial_length", trial_length, 8)
+        if explore is None:
+            explore = "nuts" if self.no_regret else "hmc"
         self.explore_with = check_explore(explore)
         self.max_tree_depth = check_tree_depth(max_tree_depth)
         if self.transitions is not None and delayed_acceptance:
@@ -211,6 +230,10 @@ class RNSHMC(HMC):
         acceptance, saved).
         """
         seed, Q, U = self.explore_phase(run)
+        if self.no_regret and self.surrogate is None:
+            record = self.cost_check(run, Q)
+            if record is not None:
+                return self.fall_back(run, record)
         with run.phase("train"):
             # "laplace": this run's own Laplace approximation
             base = self._laplace_base(Q, U) if isinstance(self.base, str) else self.base
@@ -220,6 +243,8 @@ class RNSHMC(HMC):
         run.info.update(n_train=int(Q.shape[0]), train_rmse=getattr(net, "info", {}).get(
             "train_rmse") if hasattr(net, "info") else None, guard_events=[])
         run.surrogate = net
+        if self.no_regret and not self.no_regret_trial(run, net):
+            return self.fall_back(run, _noregret.fallback_record(run.info["no_regret"]))
         run.each_chain(lambda ctx: self.exploit(ctx, net, Q, U, seed, base), run.n_draws,
                        "exploit", parallel=self.potential.thread_safe and net.thread_safe)
 
@@ -259,7 +284,78 @@ class RNSHMC(HMC):
         n_adapt = self._n_adapt(n_warmup)
         with ctx.phase("warmup"):
             self.warmup(ctx.chain, ctx.warm, ctx, n_adapt, key="warmup")
-            ctx.run_span(ctx.chain, ctx.warm, n_adapt, n_warmup, "warmup")
+            if not self.no_regret:
+                ctx.run_span(ctx.chain, ctx.warm, n_adapt, n_warmup, "warmup")
+                return
+            # the last rows, timed: the exact rate the no-regret trial is measured against
+            mid = max(n_warmup - self.trial_length, n_adapt)
+            ctx.run_span(ctx.chain, ctx.warm, n_adapt, mid, "warmup")
+            t0 = time.perf_counter()
+            ctx.run_span(ctx.chain, ctx.warm, mid, n_warmup, "warmup")
+            ctx.exact_rows = (mid, n_warmup, time.perf_counter() - t0)
+            ctx.exact_chain = ctx.chain
+
+    # -- the no-regret decision (see fastsurrogate.samplers._noregret) ------------
+    def _surrogate_steps(self):
+        if self.transitions is not None:
+            return float(self.n_steps)
+        return _noregret.steps_per_iteration(self.n_steps, self.random_n_steps)
+
+    def cost_check(self, run, Q, kind="random"):
+        """Rule 1 on chain 0's exploration: None, or the fallback record."""
+        ctx = run.ctxs[0]
+        a, b, _ = ctx.exact_rows
+        nuts_steps = float(np.mean(ctx.warm["n_steps"][a:b])) if b > a else 1.0
+        net = _noregret.untrained_network(kind, self.potential.dim, self.n_hidden,
+                                          self.activation)
+        record, measured = _noregret.cost_check(self.potential, net, ctx.chain.position,
+                                                nuts_steps, self._surrogate_steps())
+        run.info["no_regret"] = {"cost": measured}
+        return record
+
+    def trial_chain(self, ctx, net):
+        """The surrogate-driven chain the trial runs (and exploitation continues)."""
+        if self.transitions is not None:
+            return self.start_transitions(ctx, net)
+        return self._continue_chain(ctx.chain, net)
+
+    def no_regret_trial(self, run, net):
+        """Rule 2: trial_length surrogate iterations per chain (not kept); True to switch."""
+        n = self.trial_length
+
+        def worker(ctx):
+            ctx.chain = self.trial_chain(ctx, net)
+            ctx.trial = new_trace(n, self.potential.dim, inner=self.transitions is not None)
+            with ctx.phase("trial"):
+                t0 = time.perf_counter()
+                ctx.run_span(ctx.chain, ctx.trial, 0, n, "trial")
+                ctx.trial_seconds = time.perf_counter() - t0
+
+        run.each_chain(worker, n, "trial", parallel=self.potential.thread_safe and net.thread_safe)
+        exact = np.stack([c.warm["draws"][c.exact_rows[0]:c.exact_rows[1]] for c in run.ctxs])
+        t_exact = float(np.mean([c.exact_rows[2] for c in run.ctxs]))
+        trial = np.stack([c.trial["draws"] for c in run.ctxs])
+        t_trial = float(np.mean([c.trial_seconds for c in run.ctxs]))
+        acc = float(np.mean([c.trial["accept_prob"] for c in run.ctxs]))
+        switch, measured = _noregret.trial_verdict(exact, t_exact, trial, t_trial, acc)
+        run.info.setdefault("no_regret", {})["trial"] = measured
+        run.info["no_regret"]["switched"] = switch
+        return switch
+
+    def fall_back(self, run, record):
+        """The kept draws from the exploration's exact chain, continued."""
+        run.info["fallback"] = record
+        run.info.setdefault("no_regret", {})["switched"] = False
+        run.info.setdefault("guard_events", [])
+
+        def worker(ctx):
+            position = ctx.chain.position
+            ctx.chain = ctx.exact_chain
+            ctx.chain.set_position(position)
+            with ctx.phase("sample"):
+                ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
+
+        run.each_chain(worker, run.n_draws, "exact", parallel=self.potential.thread_safe)
 
     def _explore_options(self):
         if self.explore_with == "nuts":
@@ -305,10 +401,8 @@ class RNSHMC(HMC):
 
     def exploit(self, ctx, net, Q, U, seed, base=None):
         """Surrogate-driven sampling, watched by the guard in windows."""
-        if self.transitions is not None:
-            self.start_transitions(ctx, net)
-        else:
-            ctx.chain = self._continue_chain(ctx.chain, net)
+        if getattr(ctx, "trial", None) is None:
+            ctx.chain = self.trial_chain(ctx, net)
         n_draws, trace = ctx.run.n_draws, ctx.main
         explore_acc = ctx.run.info["exploration_acceptance"][ctx.index]
         i = 0

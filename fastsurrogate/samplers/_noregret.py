@@ -1,0 +1,139 @@
+"""No-regret defaults of the exact surrogate samplers (RNS-HMC, ARNS-HMC, NNgHMC).
+
+A surrogate pays off only when the exact gradient is expensive and the
+surrogate is good.  With ``no_regret=True`` (their default) the samplers
+explore with exact NUTS (Stan's multinomial NUTS: the exact baseline a user
+would otherwise run) and decide, from measurements made in the same run,
+whether to switch to the surrogate or to keep drawing with the exploration's
+NUTS chain (the fallback).  The rule, in two checks:
+
+1. Cost (before training, so a hopeless case pays no training):
+   ``c_grad``, ``c_value`` (seconds per exact U + gradient, per exact U) and
+   ``c_sur`` (seconds per surrogate gradient of a network of the size that
+   would be trained) are timed on the same state through the same Python
+   entry point.  One surrogate iteration costs at least
+   ``c_value + L_mean * c_sur`` (one exact U for the Metropolis test, L_mean
+   surrogate leapfrog steps); one NUTS iteration of the exploration cost
+   ``n_mean * c_grad`` (n_mean its mean leapfrog steps).  Fall back when the
+   surrogate iteration is not at least ``COST_FACTOR`` (2) times cheaper:
+   HMC with random path lengths at NUTS's step size rarely mixes better per
+   iteration than NUTS, so a smaller saving cannot repay training.
+2. Trial (after training): every chain runs ``trial_length`` iterations
+   driven by the surrogate (exact Metropolis test; the rows are not kept),
+   and the minimum over parameters of the bulk ESS per second of those rows
+   (pooled over chains) is compared with the same figure for the last
+   ``trial_length`` exact NUTS iterations of the exploration (no adaptation
+   in them).  Switch when the surrogate's is at least ``SWITCH_FACTOR``
+   (1.1) times NUTS's, else fall back.  Costs already paid (exploration,
+   training, trial) are the same either way, so comparing the rates of the
+   two ways of drawing the remaining draws is the decision that maximises the
+   run's min ESS per second; the margin above 1 covers the noise of ESS
+   estimated from short runs.
+
+A fallback sets ``result.info["fallback"] = {"reason": ..., "measured": {...}}``
+and the kept draws come from the exploration's NUTS chain, continued from
+where the chain is (step size and metric as adapted); a switch records the
+measurements in ``result.info["no_regret"]``.  Either way the draws are
+exact: the decision is made before the kept draws, on the warm-up's data.
+"""
+import time
+
+import numpy as np
+
+from ..diagnostics import ess_bulk
+
+__all__ = ["COST_FACTOR", "SWITCH_FACTOR", "seconds_per_call", "cost_check",
+           "min_ess_rate", "trial_verdict", "steps_per_iteration"]
+
+COST_FACTOR = 2.0
+SWITCH_FACTOR = 1.1
+
+
+def seconds_per_call(fn, q, budget=0.02, max_calls=200):
+    """Median seconds of ``fn(q)`` over batches, within about ``budget`` seconds."""
+    fn(q)
+    t0 = time.perf_counter()
+    fn(q)
+    one = max(time.perf_counter() - t0, 1e-8)
+    per_batch = int(min(max(budget / 5 / one, 1), max_calls))
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(per_batch):
+            fn(q)
+        times.append((time.perf_counter() - t0) / per_batch)
+    return float(np.median(times))
+
+
+def steps_per_iteration(n_steps, random_n_steps):
+    """Mean surrogate leapfrog steps of an HMC iteration."""
+    return (n_steps + 1) / 2.0 if random_n_steps else float(n_steps)
+
+
+def cost_check(potential, surrogate, q, nuts_steps, surrogate_steps):
+    """The cost check (rule 1): None to go on, or the fallback record.
+
+    potential : the exact target; surrogate : a network of the trained size
+    (weights need not be trained); q : (dim,) a state of the exploration;
+    nuts_steps : mean leapfrog steps per exploration (NUTS) iteration;
+    surrogate_steps : mean surrogate steps per surrogate iteration.
+    """
+    q = np.ascontiguousarray(q, dtype=np.float64)
+    c_grad = seconds_per_call(potential.value_and_grad, q)
+    c_value = seconds_per_call(potential.value, q)
+    c_sur = seconds_per_call(surrogate.grad, q)
+    nuts_iter = nuts_steps * c_grad
+    sur_iter = c_value + surrogate_steps * c_sur
+    measured = {"seconds_exact_grad": c_grad, "seconds_exact_value": c_value,
+                "seconds_surrogate_grad": c_sur, "nuts_steps_per_iteration": float(nuts_steps),
+                "surrogate_steps_per_iteration": float(surrogate_steps),
+                "cost_ratio": nuts_iter / sur_iter, "required": COST_FACTOR}
+    if nuts_iter >= COST_FACTOR * sur_iter:
+        return None, measured
+    return {"reason": "cost: a surrogate iteration (one exact U and the surrogate's leapfrog) "
+                      f"is not {COST_FACTOR:g}x cheaper than an exact NUTS iteration",
+            "measured": measured}, measured
+
+
+def min_ess_rate(draws, seconds):
+    """min over parameters of the bulk ESS of draws (chains, n, dim), per second."""
+    draws = np.asarray(draws, dtype=float)
+    if draws.shape[1] < 8 or not seconds > 0:
+        return float("nan")
+    ess = ess_bulk(draws)
+    ess = ess[np.isfinite(ess)]
+    return float(ess.min()) / seconds if ess.size else float("nan")
+
+
+def trial_verdict(exact_draws, exact_seconds, trial_draws, trial_seconds, accept=None):
+    """The trial check (rule 2): (switch, measured)."""
+    exact = min_ess_rate(exact_draws, exact_seconds)
+    sur = min_ess_rate(trial_draws, trial_seconds)
+    measured = {"exact_min_ess_per_second": exact, "surrogate_min_ess_per_second": sur,
+                "ratio": sur / exact if exact > 0 else float("nan"),
+                "required": SWITCH_FACTOR, "trial_iterations": int(np.shape(trial_draws)[1]),
+                "exact_seconds": float(exact_seconds), "trial_seconds": float(trial_seconds)}
+    if accept is not None:
+        measured["trial_acceptance"] = float(accept)
+    switch = bool(np.isfinite(sur) and np.isfinite(exact) and sur >= SWITCH_FACTOR * exact)
+    return switch, measured
+
+
+def fallback_record(measured):
+    return {"reason": "trial: the surrogate's min ESS per second over the trial was below "
+                      f"{SWITCH_FACTOR:g}x exact NUTS's over the last exploration iterations",
+            "measured": measured}
+
+
+def untrained_network(kind, dim, n_hidden, activation, seed=0):
+    """A network of the given size with random weights, only for timing (rule 1)."""
+    rng = np.random.default_rng(seed)
+    if kind == "random":
+        from ..surrogates._network import RandomNetwork
+        act = activation
+        return RandomNetwork(rng.standard_normal((n_hidden, dim)), rng.standard_normal(n_hidden),
+                             rng.standard_normal(n_hidden), activation=act)
+    from ..surrogates._mlp import GradientNetwork
+    return GradientNetwork(rng.standard_normal((n_hidden, dim)), rng.standard_normal(n_hidden),
+                           rng.standard_normal((dim, n_hidden)), rng.standard_normal(dim),
+                           activation=activation)
