@@ -17,7 +17,15 @@ NUTS chain (the fallback).  The rule, in two checks:
    ``n_mean * c_grad`` (n_mean its mean leapfrog steps).  Fall back when the
    surrogate iteration is not at least ``COST_FACTOR`` (2) times cheaper:
    HMC with random path lengths at NUTS's step size rarely mixes better per
-   iteration than NUTS, so a smaller saving cannot repay training.
+   iteration than NUTS, so a smaller saving cannot repay training.  Fall
+   back also when the largest possible saving over the kept draws,
+   ``n_draws * (NUTS iteration - surrogate iteration)``, is below the
+   predicted cost of training and trial: training is predicted as
+   ``TRAIN_FACTOR * t_chol * (1 + n_points / s)`` with ``t_chol`` the timed
+   Cholesky factorisation of an s x s matrix (s = n_hidden; 1000 for the
+   gradient network, whose Adam / L-BFGS training is of that order), a rough
+   figure calibrated on the random network's trainer (measured ratio 6-26
+   for 400-2000 points, s = 1000).
 2. Trial (after training): every chain runs ``trial_length`` iterations
    driven by the surrogate (exact Metropolis test; the rows are not kept),
    and the minimum over parameters of the bulk ESS per second of those rows
@@ -46,6 +54,7 @@ __all__ = ["COST_FACTOR", "SWITCH_FACTOR", "seconds_per_call", "cost_check",
            "min_ess_rate", "trial_verdict", "steps_per_iteration"]
 
 COST_FACTOR = 2.0
+TRAIN_FACTOR = 10.0
 SWITCH_FACTOR = 1.1
 
 
@@ -70,7 +79,20 @@ def steps_per_iteration(n_steps, random_n_steps):
     return (n_steps + 1) / 2.0 if random_n_steps else float(n_steps)
 
 
-def cost_check(potential, surrogate, q, nuts_steps, surrogate_steps):
+def training_seconds(s, n_points):
+    """Predicted seconds of a training on n_points with s hidden units (rough)."""
+    m = min(int(s), 400)
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((m, m)) / np.sqrt(m) + 2.0 * np.eye(m)
+    S = A @ A.T
+    t0 = time.perf_counter()
+    np.linalg.cholesky(S)
+    t_chol = (time.perf_counter() - t0) * (s / m) ** 3
+    return TRAIN_FACTOR * t_chol * (1.0 + n_points / s)
+
+
+def cost_check(potential, surrogate, q, nuts_steps, surrogate_steps, n_draws=None,
+               n_points=0, s=1000, trial_length=0):
     """The cost check (rule 1): None to go on, or the fallback record.
 
     potential : the exact target; surrogate : a network of the trained size
@@ -89,7 +111,17 @@ def cost_check(potential, surrogate, q, nuts_steps, surrogate_steps):
                 "surrogate_steps_per_iteration": float(surrogate_steps),
                 "cost_ratio": nuts_iter / sur_iter, "required": COST_FACTOR}
     if nuts_iter >= COST_FACTOR * sur_iter:
-        return None, measured
+        if n_draws is None:
+            return None, measured
+        train = training_seconds(s, n_points)
+        saving = n_draws * (nuts_iter - sur_iter)
+        overhead = train + trial_length * sur_iter
+        measured.update(predicted_training_seconds=train, largest_saving_seconds=saving)
+        if saving >= overhead:
+            return None, measured
+        return {"reason": "budget: the largest possible saving over the kept draws "
+                          f"({saving:.3g} s) is below the predicted training and trial "
+                          f"cost ({overhead:.3g} s)", "measured": measured}, measured
     return {"reason": "cost: a surrogate iteration (one exact U and the surrogate's leapfrog) "
                       f"is not {COST_FACTOR:g}x cheaper than an exact NUTS iteration",
             "measured": measured}, measured

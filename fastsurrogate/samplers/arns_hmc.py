@@ -174,7 +174,9 @@ class ARNSHMC(RNSHMC):
         net = _noregret.untrained_network("random", self.potential.dim, self.n_hidden,
                                           self.activation)
         record, ctx.no_regret["cost"] = _noregret.cost_check(
-            self.potential, net, ctx.chain.position, nuts_steps, self._surrogate_steps())
+            self.potential, net, ctx.chain.position, nuts_steps, self._surrogate_steps(),
+            n_draws=ctx.run.n_draws, n_points=self.n_start, s=self.n_hidden,
+            trial_length=self.trial_length)
         return record
 
     def chain_trial(self, ctx):

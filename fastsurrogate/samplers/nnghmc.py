@@ -375,7 +375,9 @@ class NNGHMC(HMC):
                                           self.activation)
         record, measured = _noregret.cost_check(
             self.potential, net, ctx.chain.position, float(np.mean(ctx.warm["n_steps"][a:b])),
-            _noregret.steps_per_iteration(self.n_steps, self.random_n_steps))
+            _noregret.steps_per_iteration(self.n_steps, self.random_n_steps),
+            n_draws=run.n_draws, n_points=sum(c.recorder.points()[0].shape[0] for c in run.ctxs),
+            s=1000, trial_length=self.trial_length)
         run.info["no_regret"] = {"cost": measured}
         return record
 

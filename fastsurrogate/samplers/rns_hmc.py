@@ -308,8 +308,10 @@ class RNSHMC(HMC):
         nuts_steps = float(np.mean(ctx.warm["n_steps"][a:b])) if b > a else 1.0
         net = _noregret.untrained_network(kind, self.potential.dim, self.n_hidden,
                                           self.activation)
-        record, measured = _noregret.cost_check(self.potential, net, ctx.chain.position,
-                                                nuts_steps, self._surrogate_steps())
+        record, measured = _noregret.cost_check(
+            self.potential, net, ctx.chain.position, nuts_steps, self._surrogate_steps(),
+            n_draws=run.n_draws, n_points=Q.shape[0], s=self.n_hidden,
+            trial_length=self.trial_length)
         run.info["no_regret"] = {"cost": measured}
         return record
 

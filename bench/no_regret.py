@@ -1,0 +1,99 @@
+"""No-regret defaults: each exact surrogate sampler with DEFAULT settings
+against exact NUTS with default settings, min bulk ESS per second of the
+whole run (wall clock around ``fs.sample``: exploration / warm-up, training,
+trial and sampling all included).
+
+    python bench/no_regret.py [--problems sim bank a9a a9a-std pdb] [--n-warmup 500]
+                              [--n-draws 500] [--out FILE]
+
+One chain per method, same n_warmup and n_draws for all, one run per problem
+(methods in turn: NUTS, RNS-HMC, ARNS-HMC, NNgHMC), the logistic models on
+2 threads.  Bar: ratio = method's min ESS/s over NUTS's >= 0.9, or the
+sampler fell back to NUTS and said so (``info["fallback"]``).  Problems:
+sim (fs.datasets.simulate_logistic(n=100000, d=50, seed=1)), bank (Bank
+Marketing), a9a / a9a-std (60-d random projection, raw / standardised
+inputs, as bench/paper_rns_table1.py), pdb (the five posteriordb
+posteriors of fs.models.posteriordb).  Prior N(0, 100 I) for the logistic
+models; every chain starts from the sampler's default initialisation.
+"""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+import fastsurrogate as fs
+from fastsurrogate import diagnostics
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _benchutil import machine_line, log, emit  # noqa: E402
+
+METHODS = ("nuts", "rns-hmc", "arns-hmc", "nnghmc")
+
+
+def logistic(name, threads=2):
+    if name == "sim":
+        X, y, _ = fs.datasets.simulate_logistic(n=100000, d=50, seed=1)
+    elif name == "bank":
+        X, y = fs.datasets.load_bank_marketing()
+    else:
+        X, y = fs.datasets.load_a9a()
+        X = fs.datasets.random_projection(X, 60, seed=2017, standardize_input=name == "a9a-std")
+    return fs.models.LogisticRegression(X, y, prior_sd=10.0, n_threads=threads)
+
+
+def problems(names):
+    for name in names:
+        if name == "pdb":
+            from fastsurrogate.models import posteriordb as pdb
+            for post, cls in pdb.MODELS.items():
+                yield post, pdb.as_potential(cls.from_posteriordb())
+        else:
+            yield name, logistic(name)
+
+
+def one(model, method, n_warmup, n_draws, seed):
+    t0 = time.perf_counter()
+    res = fs.sample(model, method, n_draws=n_draws, n_warmup=n_warmup, chains=1, seed=seed,
+                    progress=False)
+    wall = time.perf_counter() - t0
+    ess = float(np.nanmin(diagnostics.ess_bulk(res.draws)))
+    fb = res.info.get("fallback")
+    return dict(ess=ess, wall=wall, rate=ess / wall, fallback=fb)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--problems", nargs="+", default=["sim", "bank", "a9a", "a9a-std", "pdb"])
+    ap.add_argument("--n-warmup", type=int, default=500)
+    ap.add_argument("--n-draws", type=int, default=500)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    lines = [machine_line(), f"1 chain, {args.n_warmup} warm-up + {args.n_draws} draws, seed "
+             f"{args.seed}; whole-run wall clock", "",
+             "| problem | method | min ESS | whole run s | min ESS/s | / NUTS | fallback |",
+             "|---|---|---|---|---|---|---|"]
+    print("\n".join(lines), flush=True)
+    for name, model in problems(args.problems):
+        rows = {}
+        for m in METHODS:
+            log(f"{name} {m}")
+            rows[m] = one(model, m, args.n_warmup, args.n_draws, args.seed)
+        base = rows["nuts"]["rate"]
+        for m, r in rows.items():
+            fb = r["fallback"]
+            fbtext = "-" if fb is None else fb["reason"].split(":")[0]
+            line = (f"| {name} | {m} | {r['ess']:.0f} | {r['wall']:.1f} | {r['rate']:.1f} | "
+                    f"{r['rate'] / base:.2f} | {fbtext} |")
+            lines.append(line)
+            print(line, flush=True)
+    emit("", args.out and None)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
