@@ -6,7 +6,8 @@ Logistic regression U + gradient at N = 100000, d = 50 (one fused pass over
 X, csrc/fs_glm.c, OpenMP).  For 0, 1 and 2 other processes keeping the
 cores busy (``python -c "while True: pass"``, started here and killed
 afterwards), a child process times n_threads = 1 and 2 in interleaved
-repeats (medians of ms per evaluation) under two OpenMP waiting policies:
+repeats (medians of ms per evaluation), and exact HMC (one chain, step
+0.045, L = 6) in ms per iteration, under two OpenMP waiting policies:
 
 - ``spin``:    GNU OpenMP's own default (GOMP_SPINCOUNT=300000: a thread
                that finished its share spins ~ms before sleeping), what
@@ -31,7 +32,7 @@ WORKER = r"""
 import json, sys, time
 import numpy as np
 import fastsurrogate as fs
-n, d, repeats = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+n, d, repeats, n_iter = (int(a) for a in sys.argv[1:5])
 X, y, beta = fs.datasets.simulate_logistic(n=n, d=d, seed=1)
 model = fs.models.LogisticRegression(X, y, prior_sd=10.0, n_threads=1)
 q = np.ascontiguousarray(beta * 0.9)
@@ -44,7 +45,17 @@ for r in range(repeats):
         t0 = time.perf_counter()
         model._eval_loop(q, per_call, True, True)
         times[nt].append((time.perf_counter() - t0) / per_call * 1e3)
+# exact HMC, one chain, the paper's step and L = 6 fixed: ms per iteration
+hmc = {1: [], 2: []}
+for r in range(3):
+    for nt in ((1, 2) if r % 2 == 0 else (2, 1)):
+        model.n_threads = nt
+        res = fs.sample(model, "hmc", n_draws=n_iter, n_warmup=0, chains=1, seed=r,
+                        init=beta, step_size=0.045, n_steps=6, random_n_steps=False,
+                        adapt=False, metric="unit", progress=False)
+        hmc[nt].append(res.seconds_per_iteration() * 1e3)
 print(json.dumps({"1": float(np.median(times[1])), "2": float(np.median(times[2])),
+                  "hmc1": float(np.median(hmc[1])), "hmc2": float(np.median(hmc[2])),
                   "policy": fs._OMP_WAIT_POLICY}))
 """
 
@@ -72,7 +83,7 @@ def run_worker(policy, args):
     env["OPENBLAS_NUM_THREADS"] = "1"
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     out = subprocess.run([sys.executable, "-c", WORKER, str(args.n), str(args.d),
-                          str(args.repeats)], env=env, cwd=HERE, check=True,
+                          str(args.repeats), str(args.hmc_iter)], env=env, cwd=HERE, check=True,
                          capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -83,10 +94,14 @@ def main():
     ap.add_argument("--n", type=int, default=100000)
     ap.add_argument("--d", type=int, default=50)
     ap.add_argument("--busy", type=int, nargs="*", default=[0, 1, 2])
+    ap.add_argument("--hmc-iter", type=int, default=60,
+                    help="iterations of each exact-HMC timing (3 interleaved repeats)")
     args = ap.parse_args()
     print(f"CPU: {cpu_model()}, {os.cpu_count()} CPUs; N = {args.n}, d = {args.d}, "
           f"medians of {args.repeats} interleaved repeats of 20 evaluations")
-    print(f"{'busy':>4} {'policy':>8} {'1 thread ms':>12} {'2 threads ms':>13} {'2 / 1':>6}")
+    print("U + gradient: ms per evaluation; HMC: ms per iteration (L = 6, 1 chain)")
+    print(f"{'busy':>4} {'policy':>8} {'U+grad 1 thr':>13} {'2 thr':>7} {'2 / 1':>6}"
+          f" {'HMC 1 thr':>10} {'2 thr':>7} {'2 / 1':>6}")
     for n_busy in args.busy:
         hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
                 for _ in range(n_busy)]
@@ -94,8 +109,9 @@ def main():
             time.sleep(0.5)
             for policy in POLICIES:
                 r = run_worker(policy, args)
-                print(f"{n_busy:>4} {policy:>8} {r['1']:>12.2f} {r['2']:>13.2f} "
-                      f"{r['2'] / r['1']:>6.2f}", flush=True)
+                print(f"{n_busy:>4} {policy:>8} {r['1']:>13.2f} {r['2']:>7.2f} "
+                      f"{r['2'] / r['1']:>6.2f} {r['hmc1']:>10.1f} {r['hmc2']:>7.1f} "
+                      f"{r['hmc2'] / r['hmc1']:>6.2f}", flush=True)
         finally:
             for h in hogs:
                 h.kill()
