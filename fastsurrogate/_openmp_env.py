@@ -4,8 +4,9 @@ The data-sum kernels (csrc/fs_glm.c) run ``#pragma omp parallel`` once per
 potential evaluation.  With GNU OpenMP's default policy a thread that
 reaches the end of a region spins for a while before sleeping; on a busy
 machine (other processes on the cores) a spinning thread takes CPU time
-from the thread that is still working, and 2 threads ran at 2.3x the time
-of 1 (bench/busy_threads.py).  With the passive policy waiting threads
+from the thread that is still working: 2 threads took 1.4-2.1 times as long
+as 1 (bench/busy_threads.py, shared 2-core machine), against 0.75-1.01
+times with the passive policy.  With the passive policy waiting threads
 sleep at once; on an idle machine the cost is a wake-up per region
 (microseconds, against the 1-3 ms of a data pass).
 
