@@ -13,6 +13,8 @@ loops (leapfrog, chain loop, surrogate and data-sum gradients) in C.
 import inspect
 import os as _os
 
+from ._openmp_env import WAIT_POLICY as _OMP_WAIT_POLICY  # before any extension loads
+
 try:
     from .core import (Potential, PotentialError, TrainingError, WeightedSum,
                        RecordingPotential)
