@@ -278,15 +278,17 @@ class ChainContext:
         while i < stop_row:
             n = min(self.chunk, stop_row - i)
             t0 = time.perf_counter()
-            chain.n_done_last = 0
+            out = None
             try:
-                n_done, status = chain.run(trace, i, n, self.run.stop, hook)
+                out = chain.run(trace, i, n, self.run.stop, hook)
             finally:
-                # rows filled before an exception (or Ctrl-C) count too
-                n_done = chain.n_done_last
+                # rows filled before an exception (or Ctrl-C) count too: a
+                # Chain records them in n_done_last before raising
+                n_done = out[0] if out is not None else getattr(chain, "n_done_last", 0)
                 i += n_done
                 self.done[key] = i
                 self.report(n_done)
+            status = out[1]
             dt = time.perf_counter() - t0
             if status == STATUS_INTERRUPTED:
                 raise Interrupted
