@@ -221,7 +221,7 @@ class Result:
     def __repr__(self):
         state = " (interrupted)" if self.interrupted else ""
         if not self.exact:
-            state += "; APPROXIMATE: draws target the surrogate-induced distribution"
+            state += f"; APPROXIMATE: draws target the {self.target.replace(' (approximate)', '')}"
         acc = np.mean(self.acceptance_rate) if self.n_draws else float("nan")
         return (f"<Result {self.method}: {self.chains} chains x {self.n_draws} draws, "
                 f"dim {self.dim}, acceptance {acc:.3f}{state}>")
@@ -230,7 +230,9 @@ class Result:
     def target(self):
         """What the draws target: "exact posterior" or "surrogate-induced
         distribution (approximate)" (``exact`` False, e.g. VHMC)."""
-        return "exact posterior" if self.exact else "surrogate-induced distribution (approximate)"
+        if self.exact:
+            return "exact posterior"
+        return self.info.get("target", "surrogate-induced distribution (approximate)")
 
 
 _INDEXED = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<idx>[^\[\]]+)\]$")
