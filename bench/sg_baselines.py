@@ -93,9 +93,10 @@ def main():
         n = int(1.2 * bmax / c[name]) + 100
         log(f"{name}: {n} draws ({c[name] * 1e3:.3f} ms/iter pilot) ...")
         runs[name] = (make().sample(n, 0, chains=1, seed=1, init=q0, progress=False), 0.0)
-    log("VHMC: s = 2000, t0 = 2500 ...")
-    v = fs.VHMC(model, n_hidden=2000, n_s=500, n_train=2500, laplace=lap, n_steps=10)
-    vr = v.sample(200000, 2500, chains=1, seed=1, init=q0, progress=False)
+    s_h, t0v, nv = (500, 1000, 30000) if args.quick else (2000, 2500, 200000)
+    log(f"VHMC: s = {s_h}, t0 = {t0v}, {nv} draws ...")
+    v = fs.VHMC(model, n_hidden=s_h, n_s=500, n_train=t0v, laplace=lap, n_steps=10)
+    vr = v.sample(nv, t0v, chains=1, seed=1, init=q0, progress=False)
     runs["VHMC"] = (vr, t_lap)
 
     names = ["SGLD", "SGHMC", "VHMC", "HMC"]
