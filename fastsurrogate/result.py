@@ -297,7 +297,7 @@ class Result:
     def __repr__(self):
         state = " (interrupted)" if self.interrupted else ""
         if not self.exact:
-            state += "; APPROXIMATE: draws target the surrogate-induced distribution"
+            state += f"; APPROXIMATE: draws target the {self.target.replace(' (approximate)', '')}"
         acc = np.nanmean(self.acceptance_rate) if self.n_done.any() else float("nan")
         if self.ragged:
             state += f"; draws per chain {self.n_done.tolist()}"
@@ -308,7 +308,9 @@ class Result:
     def target(self):
         """What the draws target: "exact posterior" or "surrogate-induced
         distribution (approximate)" (``exact`` False, e.g. VHMC)."""
-        return "exact posterior" if self.exact else "surrogate-induced distribution (approximate)"
+        if self.exact:
+            return "exact posterior"
+        return self.info.get("target", "surrogate-induced distribution (approximate)")
 
 
 _INDEXED = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<idx>[^\[\]]+)\]$")
