@@ -1,4 +1,14 @@
-"""Command line: ``python -m fastsurrogate demo [--quick]``.
+"""Command line: ``fastsurrogate`` (also ``python -m fastsurrogate``).
+
+Subcommands:
+  demo        the RNS-HMC paper's Table 1 on its simulated logistic
+              regression, every sampler, on this machine
+              (``fastsurrogate demo --quick``: under a minute)
+  reproduce   every table and figure of the three papers that our data
+              allow, written as Markdown (``fastsurrogate reproduce --list``,
+              ``fastsurrogate reproduce [TABLE ...] [--quick] [--out DIR]``)
+
+``fastsurrogate SUBCOMMAND --help`` gives each one's options.
 
 The demo samples the RNS-HMC paper's simulated logistic regression
 (N = 100000, d = 50, prior N(0, 100 I); step 0.045, L drawn from 1..6) with
@@ -41,7 +51,7 @@ def _map_estimate(model):
 
 def demo(argv):
     import fastsurrogate as fs
-    ap = argparse.ArgumentParser(prog="python -m fastsurrogate demo",
+    ap = argparse.ArgumentParser(prog="fastsurrogate demo",
                                  description="Paper Table 1 (simulated logistic regression) on this machine.")
     ap.add_argument("--quick", action="store_true", help="a run of under a minute")
     ap.add_argument("--n", type=int, default=None,
@@ -133,15 +143,28 @@ def demo(argv):
     return 0
 
 
+def reproduce(argv):
+    from .reproduce import main as reproduce_main
+    return reproduce_main(argv)
+
+
+COMMANDS = {"demo": demo, "reproduce": reproduce}
+
+
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+    """The ``fastsurrogate`` console script and ``python -m fastsurrogate``."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0
-    if argv[0] == "demo":
-        return demo(argv[1:])
-    print(f"unknown command {argv[0]!r}; try: python -m fastsurrogate demo --quick",
-          file=sys.stderr)
+    if argv[0] in ("-V", "--version"):
+        from . import __version__
+        print(f"fastsurrogate {__version__}")
+        return 0
+    if argv[0] in COMMANDS:
+        return COMMANDS[argv[0]](argv[1:])
+    print(f"unknown command {argv[0]!r}; the commands are {', '.join(COMMANDS)} "
+          "(fastsurrogate --help)", file=sys.stderr)
     return 2
 
 
