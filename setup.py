@@ -96,6 +96,8 @@ ALL_EXTENSIONS = [
                         "fs_metrics.c", "fs_glm.c", "fs_network.c"], rng=True),
     # models: data-sum GLM kernels and the other compiled models
     ext("models._glm", ["fs_common.c", "fs_glm.c"]),
+    # stochastic-gradient baselines (SGLD, SGHMC) on GLM minibatches
+    ext("core._sg", ["fs_common.c", "fs_glm.c", "fs_sg.c"], rng=True),
     ext("models._models", ["fs_common.c", "fs_models.c", "fs_garch.c", "fs_gpreg.c"]),
     ext("models._papers", ["fs_common.c", "fs_papers.c"]),
     # surrogates: random networks, their online trainers, gradient networks

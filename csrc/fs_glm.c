@@ -1104,3 +1104,98 @@ int fs_read_floor(const double *X, size_t n, int n_threads, double *FS_RESTRICT 
     *out = s;
     return FS_OK;
 }
+
+/* ---- minibatch: a list of rows (stochastic-gradient samplers) ------------ */
+/* Rows go by panels of FS__PANEL: the panel's dot products (row by row,
+ * fs__dot_row), its family terms, then the updates g += r_i x_i (and
+ * gsq += (r_i x_i)^2) on rows still in L1.  While a panel is computed,
+ * the rows of the next panel are prefetched (their addresses are known:
+ * the row list), so that gathering scattered rows costs about what
+ * streaming them would. */
+FS_CLONES
+static void fs__rows_kernel(const fs_glm *m, const size_t *rows, size_t k,
+                            const double *FS_RESTRICT beta, int want_value,
+                            double *FS_RESTRICT g, double *FS_RESTRICT gsq,
+                            double *FS_RESTRICT lsum)
+{
+    const size_t d = m->d;
+    const double *FS_RESTRICT X = m->X;
+    double t[FS__PANEL], r[FS__PANEL], l[FS__PANEL], yb[FS__PANEL], bt[4];
+    double *lp = want_value ? l : NULL;
+    double *rp = g != NULL ? r : NULL;
+    double v = 0.0;
+    size_t i, q, j;
+    const size_t row_bytes = d * sizeof(double);
+
+    fs__tail_b(beta, d, bt);
+    for (i = 0; i < k; i += FS__PANEL) {
+        const size_t kk = k - i < FS__PANEL ? k - i : FS__PANEL;
+        /* the dummy cursor of the family terms points at this panel's first
+         * row (already in cache): the real prefetches are the next rows' */
+        uintptr_t pf = (uintptr_t)(X + rows[i] * d);
+        for (q = 0; q < kk; q++) {
+            const size_t nxt = i + q + FS__PANEL;
+            if (nxt < k) {
+                const char *p = (const char *)(X + rows[nxt] * d);
+                size_t off;
+                for (off = 0; off < row_bytes; off += 64) FS__PREFETCH(p + off);
+                FS__PREFETCH(p + row_bytes - 1);
+            }
+            yb[q] = m->y[rows[i + q]];
+            t[q] = fs__dot_row(X + rows[i + q] * d, beta, bt, d);
+        }
+        for (q = kk; q % 4; q++) { yb[q] = 0.0; t[q] = 0.0; }
+        fs__family_terms(m, m->family, yb, t, kk, lp, rp, &pf);
+        if (want_value)
+            for (q = 0; q < kk; q++) v += l[q];
+        if (g != NULL) {
+            for (q = 0; q < kk; q++) {
+                const double *x = X + rows[i + q] * d;
+                fs__axpy1(g, r[q], x, d);
+                if (gsq != NULL) {
+                    const double rq = r[q];
+                    for (j = 0; j < d; j++) {
+                        const double u = rq * x[j];
+                        gsq[j] += u * u;
+                    }
+                }
+            }
+        }
+    }
+    *lsum = v;
+}
+
+int fs_glm_eval_rows(const fs_glm *m, const size_t *rows, size_t k, double scale,
+                     const double *beta, double *FS_RESTRICT value,
+                     double *FS_RESTRICT grad, double *FS_RESTRICT grad_sq)
+{
+    const size_t d = m->d;
+    size_t i, j;
+    double lsum = 0.0;
+    if (k == 0) return FS_EINVAL;
+    for (i = 0; i < k; i++)
+        if (rows[i] >= m->n) return FS_EINVAL;
+    if (grad == NULL) grad_sq = NULL;
+    if (value == NULL && grad == NULL) return FS_OK;
+    if (grad != NULL)
+        for (j = 0; j < d; j++) grad[j] = 0.0;
+    if (grad_sq != NULL)
+        for (j = 0; j < d; j++) grad_sq[j] = 0.0;
+    fs__rows_kernel(m, rows, k, beta, value != NULL, grad, grad_sq, &lsum);
+    if (grad != NULL)
+        for (j = 0; j < d; j++) grad[j] *= scale;
+    lsum *= scale;
+    if (m->prior_prec != NULL) {
+        const double *pm = m->prior_mean, *pp = m->prior_prec;
+        double pv = 0.0;
+        for (j = 0; j < d; j++) {
+            const double u = pm ? beta[j] - pm[j] : beta[j];
+            const double gu = u * pp[j];
+            pv += u * gu;
+            if (grad != NULL) grad[j] += gu;
+        }
+        lsum += 0.5 * pv;
+    }
+    if (value != NULL) *value = lsum;
+    return FS_OK;
+}

@@ -124,6 +124,23 @@ int fs_glm_fisher(const fs_glm *m, const double *beta, double *FS_RESTRICT F,
 int fs_read_floor(const double *X, size_t n, int n_threads,
                   double *FS_RESTRICT out);
 
+/* Minibatch evaluation for stochastic-gradient samplers (SGLD, Welling &
+ * Teh 2011, eq. 2; SGHMC, Chen, Fox & Guestrin 2014, eq. 5): the rows
+ * rows[0..k) of X (indices into 0..n-1, repeats allowed, X never copied:
+ * each row is read in place, the next panel's rows prefetched) give
+ *   value = scale * sum_{i in rows} loss_i + prior term
+ *   grad  = scale * sum_{i in rows} r_i x_i + prior gradient
+ *   grad_sq[j] = sum_{i in rows} (r_i x_ij)^2            (unscaled)
+ * With scale = n / k and rows a uniform draw, value and grad are unbiased
+ * estimates of U and grad U (the prior enters in full).  grad_sq (the
+ * diagonal of the batch's empirical Fisher, for SGHMC's noise estimate)
+ * needs grad.  Any of the outputs may be NULL.  One thread; no workspace.
+ * Rows are summed in order (the result depends on the order of rows).
+ * Returns FS_EINVAL when k == 0 or a row index is >= n (nothing written). */
+int fs_glm_eval_rows(const fs_glm *m, const size_t *rows, size_t k, double scale,
+                     const double *beta, double *FS_RESTRICT value,
+                     double *FS_RESTRICT grad, double *FS_RESTRICT grad_sq);
+
 /* Scalar helpers, exposed for tests: log Phi(z) and the inverse Mills ratio
  * phi(z) / Phi(z) (the kernel's own routines), relative error below ~1e-13
  * for every finite z: erfc-based for |z| < 30, asymptotic Mills-ratio

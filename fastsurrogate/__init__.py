@@ -13,6 +13,8 @@ loops (leapfrog, chain loop, surrogate and data-sum gradients) in C.
 import inspect
 import os as _os
 
+from ._openmp_env import WAIT_POLICY as _OMP_WAIT_POLICY  # before any extension loads
+
 try:
     from .core import (Potential, PotentialError, TrainingError, WeightedSum,
                        RecordingPotential)
@@ -31,6 +33,7 @@ from . import models, diagnostics, datasets
 from .result import Result
 from .samplers import HMC, NUTS, RNSHMC, ARNSHMC, NNGHMC, VHMC, SAMPLERS
 from .samplers import RMHMC, RNSRMHMC
+from .samplers import SGLD, SGHMC
 from . import surrogates
 from . import interop
 from .diagnostics import approximation
@@ -38,7 +41,7 @@ from .diagnostics import approximation
 __version__ = "0.1.0.dev0"
 
 __all__ = ["Potential", "PotentialError", "TrainingError", "WeightedSum", "RecordingPotential",
-           "Result", "HMC", "NUTS", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "RMHMC", "RNSRMHMC",
+           "Result", "HMC", "NUTS", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "RMHMC", "RNSRMHMC", "SGLD", "SGHMC",
            "sample", "models", "surrogates", "diagnostics", "approximation", "datasets", "interop",
            "get_include"]
 

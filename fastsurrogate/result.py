@@ -1,6 +1,8 @@
 """One result type for every sampler."""
 import re
 
+import warnings
+
 import numpy as np
 
 __all__ = ["Result"]
@@ -12,9 +14,17 @@ class Result:
     Attributes
     ----------
     draws : ndarray, shape (chains, draws, dim)
-        Post-warm-up draws on the sampler's (unconstrained) scale.
+        Post-warm-up draws on the sampler's (unconstrained) scale.  After an
+        early stop the chains may hold different numbers of draws: ``draws``
+        is then NaN-padded to the longest chain and ``n_done[k]`` says how
+        many rows of chain k are real (see :meth:`complete_draws`).
+    n_done : ndarray of int, shape (chains,)
+        Draws completed per chain (all ``draws.shape[1]`` after a full run).
+    warmup_n_done : ndarray of int, shape (chains,) or None
+        The same for ``warmup_draws``.
     stats : dict of ndarray, each (chains, draws)
-        Per-draw statistics: ``accepted``, ``accept_prob``, ``energy_error``,
+        Per-draw statistics (padded like ``draws``: NaN, or 0 for the
+        integer ones): ``accepted``, ``accept_prob``, ``energy_error``,
         ``divergent``, ``n_steps``, ``potential`` (U at the draw), ``energy``,
         ``step_size``, ``judge_evaluated``, ``tree_depth`` (NUTS; 0 otherwise).
     warmup_draws : ndarray (chains, n_warmup, dim) or None
@@ -31,7 +41,10 @@ class Result:
         ``sample``, ``train``; ``timings_per_chain`` keeps every chain's.
     interrupted : bool
         True when the run was stopped (Ctrl-C or an error) before the end;
-        the arrays then hold what was completed.
+        the arrays then hold every iteration each chain completed (ragged:
+        padded, with ``n_done``).  :meth:`summary` and :meth:`to_arviz`
+        then use :meth:`complete_draws`, the largest block of complete rows
+        (and say so in a warning).
     exact : bool
         Whether the draws target the exact posterior (False for samplers
         whose Metropolis test uses a surrogate).
@@ -44,8 +57,14 @@ class Result:
     def __init__(self, *, draws, stats, method, potential=None, param_names=None,
                  warmup_draws=None, warmup_stats=None, step_size=None, inv_metric=None,
                  timings=None, timings_per_chain=None, interrupted=False, exact=True,
-                 info=None, surrogate=None):
+                 info=None, surrogate=None, n_done=None, warmup_n_done=None):
         self.draws = draws
+        self.n_done = (np.full(draws.shape[0], draws.shape[1], dtype=np.int64) if n_done is None
+                       else np.asarray(n_done, dtype=np.int64))
+        if warmup_n_done is None and warmup_draws is not None:
+            warmup_n_done = np.full(warmup_draws.shape[0], warmup_draws.shape[1], dtype=np.int64)
+        self.warmup_n_done = (None if warmup_n_done is None
+                              else np.asarray(warmup_n_done, dtype=np.int64))
         self.stats = stats
         self.method = method
         self.potential = potential
@@ -70,7 +89,49 @@ class Result:
 
     @property
     def n_draws(self):
+        """Rows of ``draws`` (the longest chain's count after an early stop)."""
         return self.draws.shape[1]
+
+    @property
+    def ragged(self):
+        """True when the chains completed different numbers of draws."""
+        return bool(np.any(self.n_done != self.draws.shape[1]))
+
+    def complete_draws(self):
+        """The largest rectangular block of completed draws.
+
+        Returns ``(draws, stats, chains)``: draws ``(len(chains), n, dim)``,
+        stats ``{name: (len(chains), n)}`` and the indices of the chains
+        kept.  Chains are kept in order of their counts so as to maximise
+        ``len(chains) * n`` (n the smallest count kept): after a full run,
+        every chain and every draw; when chain 0 finished and chain 1 was
+        stopped early (chains run in turn), chain 0 alone.
+
+        Examples
+        --------
+        >>> draws, stats, kept = res.complete_draws()   # doctest: +SKIP
+        """
+        counts = self.n_done
+        order = np.argsort(-counts, kind="stable")
+        best_k, best = 1, -1
+        for k in range(1, len(order) + 1):
+            total = k * int(counts[order[k - 1]])
+            if total > best:
+                best_k, best = k, total
+        kept = np.sort(order[:best_k])
+        n = int(counts[order[best_k - 1]]) if len(order) else 0
+        draws = self.draws[kept, :n]
+        stats = {k: np.asarray(v)[kept, :n] for k, v in self.stats.items()}
+        return draws, stats, kept
+
+    def _complete(self, what):
+        draws, stats, kept = self.complete_draws()
+        if self.ragged:
+            warnings.warn(
+                f"{what}: the chains completed {self.n_done.tolist()} draws; using "
+                f"chains {kept.tolist()} x their first {draws.shape[1]} draws",
+                RuntimeWarning, stacklevel=3)
+        return draws, stats, kept
 
     @property
     def dim(self):
@@ -78,8 +139,15 @@ class Result:
 
     @property
     def acceptance_rate(self):
-        """Mean acceptance probability after warm-up (per chain, shape (chains,))."""
-        return self.stats["accept_prob"].mean(axis=1) if self.n_draws else np.full(self.chains, np.nan)
+        """Mean acceptance probability after warm-up (per chain, shape (chains,);
+        over each chain's completed draws, NaN for a chain with none)."""
+        acc = np.asarray(self.stats.get("accept_prob", np.zeros((self.chains, 0))))
+        out = np.full(self.chains, np.nan)
+        for k in range(self.chains):
+            n = int(self.n_done[k])
+            if n:
+                out[k] = acc[k, :n].mean()
+        return out
 
     @property
     def n_divergent(self):
@@ -92,15 +160,19 @@ class Result:
 
     def seconds_per_iteration(self):
         """Mean sampling seconds per iteration of one chain."""
-        if not self.n_draws:
+        total = int(self.n_done.sum())
+        if not total:
             return np.nan
-        return self.sampling_seconds() / (self.chains * self.n_draws)
+        return self.sampling_seconds() / total
 
     def constrained(self):
         """Draws mapped to the model's constrained quantities: dict name -> (chains, draws)."""
+        return self._constrain(self.draws)
+
+    def _constrain(self, draws):
         if self.potential is not None and hasattr(self.potential, "constrain"):
-            return self.potential.constrain(self.draws)
-        return {n: self.draws[..., i] for i, n in enumerate(self.param_names)}
+            return self.potential.constrain(draws)
+        return {n: draws[..., i] for i, n in enumerate(self.param_names)}
 
     # -- diagnostics -----------------------------------------------------------
     def summary(self, constrained=False):
@@ -108,14 +180,16 @@ class Result:
         plus run-level figures in ``table.overall`` (acceptance, divergences,
         min/median/max ESS, seconds per iteration, min ESS per second)."""
         from . import diagnostics
-        if self.n_draws < 4:
-            raise ValueError(f"summary needs at least 4 draws per chain; have {self.n_draws}")
+        draws, _, kept = self._complete("summary")
+        if draws.shape[1] < 4:
+            raise ValueError(f"summary needs at least 4 draws per chain; the chains completed "
+                             f"{self.n_done.tolist()}")
         if constrained:
-            c = self.constrained()
+            c = self._constrain(draws)
             names = list(c)
             draws = np.stack([np.asarray(c[n]) for n in names], axis=-1)
         else:
-            names, draws = self.param_names, self.draws
+            names = self.param_names
         table = diagnostics.summary(draws, names=names)
         ess = np.asarray(table["ess"], dtype=float)
         finite = ess[np.isfinite(ess)]       # all NaN when no chain ever moved
@@ -126,7 +200,8 @@ class Result:
             "method": self.method,
             "chains": self.chains,
             "draws": self.n_draws,
-            "acceptance": float(np.mean(self.acceptance_rate)),
+            "n_done": self.n_done.tolist(),
+            "acceptance": float(np.nanmean(self.acceptance_rate)) if self.n_done.any() else np.nan,
             "divergent": self.n_divergent,
             "ess_min": ess_min,
             "ess_median": ess_med,
@@ -200,12 +275,13 @@ class Result:
             import arviz as az
         except ImportError as exc:
             raise ImportError("to_arviz needs ArviZ: pip install arviz") from exc
+        draws, stats, _ = self._complete("to_arviz")
         rename = dict(rename or {})
-        posterior, auto_dims, auto_coords = _gather_vectors(self.constrained(), rename)
+        posterior, auto_dims, auto_coords = _gather_vectors(self._constrain(draws), rename)
         dims = {**auto_dims, **dict(dims or {})}
         used = {d for ds in dims.values() for d in ds}
         coords = {**{k: v for k, v in auto_coords.items() if k in used}, **dict(coords or {})}
-        kw = dict(posterior=posterior, sample_stats=self._arviz_stats(self.stats),
+        kw = dict(posterior=posterior, sample_stats=self._arviz_stats(stats),
                   dims=dims, coords=coords,
                   attrs={"method": self.method, "exact": int(self.exact),
                          "inference_library": "fastsurrogate"})
@@ -221,8 +297,10 @@ class Result:
     def __repr__(self):
         state = " (interrupted)" if self.interrupted else ""
         if not self.exact:
-            state += "; APPROXIMATE: draws target the surrogate-induced distribution"
-        acc = np.mean(self.acceptance_rate) if self.n_draws else float("nan")
+            state += f"; APPROXIMATE: draws target the {self.target.replace(' (approximate)', '')}"
+        acc = np.nanmean(self.acceptance_rate) if self.n_done.any() else float("nan")
+        if self.ragged:
+            state += f"; draws per chain {self.n_done.tolist()}"
         return (f"<Result {self.method}: {self.chains} chains x {self.n_draws} draws, "
                 f"dim {self.dim}, acceptance {acc:.3f}{state}>")
 
@@ -230,7 +308,9 @@ class Result:
     def target(self):
         """What the draws target: "exact posterior" or "surrogate-induced
         distribution (approximate)" (``exact`` False, e.g. VHMC)."""
-        return "exact posterior" if self.exact else "surrogate-induced distribution (approximate)"
+        if self.exact:
+            return "exact posterior"
+        return self.info.get("target", "surrogate-induced distribution (approximate)")
 
 
 _INDEXED = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<idx>[^\[\]]+)\]$")

@@ -151,6 +151,7 @@ cdef class Chain:
     cdef fs_rng rng
     cdef object generator
     cdef object lock
+    cdef public long n_done_last
     cdef cnp.ndarray _q, _grad, _work, _inv_metric, _metric_chol
 
     def __init__(self, Potential drive not None, Potential judge not None, q0, generator,
@@ -396,7 +397,8 @@ cdef class Chain:
         after each iteration.  Returns ``(n_done, status)``: status 0, or
         STATUS_INTERRUPTED, or the hook's positive pause code (the paused
         iteration is counted in n_done); a potential's or the hook's error is
-        raised here (the rows before it are filled).
+        raised here (the rows before it are filled, and their number is
+        :attr:`n_done_last`).
         """
         cdef int d = self.cfg.dim
         cdef fs_hmc_trace tr
@@ -405,6 +407,7 @@ cdef class Chain:
         cdef double eps_out
         cdef const int *stop_ptr = NULL
         cdef cnp.ndarray stop_arr
+        self.n_done_last = 0
         draws = trace["draws"]
         if draws.shape[1] != d or start < 0 or n_iter < 0 or start + n_iter > draws.shape[0]:
             raise ValueError("trace arrays do not fit the requested rows")
@@ -459,6 +462,7 @@ cdef class Chain:
                                     &self.cur, da, n_iter, &tr,
                                     <double *>cnp.PyArray_DATA(self._work), stop_ptr,
                                     &n_done, &eps_out, hp)
+        self.n_done_last = n_done
         if self.adapting:
             self.cfg.step_size = eps_out
         if hp != NULL and status != FS_OK and status == hp.status:
@@ -472,8 +476,8 @@ cdef class Chain:
     cdef _raise(self, int status, str where):
         if status == FS_OK:
             return
-        if self.drive._error is not None:
-            self.drive.check_status(status)
-        if self.judge._error is not None:
-            self.judge.check_status(status)
+        for pot in (self.drive, self.judge):
+            err = pot._take_error()       # a Python callback's exception, unchanged
+            if err is not None:
+                raise err
         raise_for_status(status, where)

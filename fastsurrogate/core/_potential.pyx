@@ -14,7 +14,13 @@ from fastsurrogate.core._common cimport (fs_potential, fs_strerror,
 cnp.import_array()
 
 CAPSULE_NAME = "fastsurrogate.potential_v1"
+# fs_potential.dim is a C int; dimensions beyond this are refused before any
+# allocation (a (dim,) float64 vector would already be 16 GB at 2**31).
+MAX_DIM = 2**31 - 1
 cdef const char *_CAPSULE_NAME = "fastsurrogate.potential_v1"
+# fs_potential.dim is a C int; dimensions beyond this are refused before any
+# allocation (a (dim,) float64 vector would already be 16 GB at 2**31).
+MAX_DIM = 2**31 - 1
 
 
 class PotentialError(RuntimeError):
@@ -114,12 +120,18 @@ cdef class Potential:
     cdef int check_status(self, int status) except -1:
         if status == FS_OK:
             return 0
-        if status == FS_ECALLBACK and self._error is not None:
-            err = self._error
-            self._error = None
-            raise err
+        if status == FS_ECALLBACK:
+            err = self._take_error()
+            if err is not None:
+                raise err
         raise_for_status(status, type(self).__name__)
         return -1
+
+    def _take_error(self):
+        """The exception a Python callback raised during the last evaluation,
+        here or in any potential this one wraps (WeightedSum terms, the
+        recorded potential, ...), cleared once taken; None when there is none."""
+        return _take_error(self, 0)
 
     cdef object _as_q(self, q):
         if self.pot.eval == NULL:
@@ -312,10 +324,42 @@ cdef class Potential:
         return f"<{type(self).__name__} dim={self.pot.dim}>"
 
 
+cdef object _take_error(obj, int depth):
+    """Depth-first search of a Potential and what it keeps alive for a pending
+    callback exception (cleared when found)."""
+    if depth > 8 or obj is None:
+        return None
+    cdef Potential p
+    if isinstance(obj, Potential):
+        p = <Potential>obj
+        if p._error is not None:
+            err = p._error
+            p._error = None
+            return err
+        return _take_error(p._keep, depth + 1)
+    if isinstance(obj, (tuple, list)):
+        for item in obj:
+            err = _take_error(item, depth + 1)
+            if err is not None:
+                return err
+    return None
+
+
 cdef int _callback_eval(void *state, const double *q, double *value,
                         double *grad) noexcept nogil:
     with gil:
         return (<CallbackPotential>state)._call(q, value, grad)
+
+
+def _real(v, what):
+    if np.iscomplexobj(v):
+        raise TypeError(f"potential callback returned a complex {what}; return a real number")
+    return float(v)
+
+
+def _rebuild_callback(f, dim, value, log_density, thread_safe, names):
+    return CallbackPotential(f, dim, value=value, log_density=log_density,
+                             thread_safe=thread_safe, names=names)
 
 
 cdef class CallbackPotential(Potential):
@@ -332,8 +376,10 @@ cdef class CallbackPotential(Potential):
             raise TypeError(f"f must be callable, got {type(f).__name__}")
         if value is not None and not callable(value):
             raise TypeError(f"value must be callable or None, got {type(value).__name__}")
-        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
-            raise ValueError(f"dim must be a positive integer, got {dim!r}")
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+            raise TypeError(f"dim must be a positive integer, got {type(dim).__name__}")
+        if dim < 1 or dim > MAX_DIM:
+            raise ValueError(f"dim must be in 1..{MAX_DIM}, got {dim!r}")
         if names is not None:
             names = [str(n) for n in names]
             if len(names) != dim:
@@ -353,6 +399,11 @@ cdef class CallbackPotential(Potential):
             return list(self._names)
         return Potential.param_names.__get__(self)
 
+    def __reduce__(self):
+        # pickles whenever f (and value) pickle, e.g. module-level functions
+        return (_rebuild_callback, (self._fn, self.pot.dim, self._value_fn,
+                                    self._sign < 0, self.thread_safe, self._names))
+
     cdef int _call(self, const double *q, double *value, double *grad) noexcept:
         cdef Py_ssize_t i, d = self.pot.dim
         cdef const double[::1] gv
@@ -362,7 +413,7 @@ cdef class CallbackPotential(Potential):
             qa.flags.writeable = False
             if grad == NULL and self._value_fn is not None:
                 v = self._value_fn(qa)
-                value[0] = self._sign * float(v)
+                value[0] = self._sign * _real(v, "value")
                 return FS_OK
             out = self._fn(qa)
             if not isinstance(out, tuple) or len(out) != 2:
@@ -370,9 +421,13 @@ cdef class CallbackPotential(Potential):
                     f"potential callback must return a tuple (value, grad); got {type(out).__name__}")
             v, g = out
             if value != NULL:
-                value[0] = self._sign * float(v)
+                value[0] = self._sign * _real(v, "value")
             if grad != NULL:
-                ga = np.asarray(g, dtype=np.float64)
+                ga = np.asarray(g)
+                if np.iscomplexobj(ga):
+                    raise TypeError("potential callback returned a complex gradient; "
+                                    "return real numbers")
+                ga = np.asarray(ga, dtype=np.float64)
                 if ga.shape != (d,):
                     raise ValueError(
                         f"potential callback returned a gradient of shape {ga.shape}; expected ({d},)")
@@ -579,6 +634,22 @@ cdef class RecordingPotential(Potential):
             raise ValueError(f"start must be in [0, {n}], got {start}")
         return self._q[start:n].copy(), self._g[start:n].copy(), self._u[start:n].copy()
 
+    def __reduce__(self):
+        # the wrapped potential, the sizes and the points stored so far
+        return (_rebuild_recorder, (self.potential, self.st.capacity, self.st.every,
+                                    self._q[:self.st.count].copy(), self._g[:self.st.count].copy(),
+                                    self._u[:self.st.count].copy(), self.st.seen,
+                                    bool(self.st.active)))
+
+    def _restore(self, Q, G, U, long seen, bint active):
+        cdef long n = Q.shape[0]
+        self._q[:n] = Q
+        self._g[:n] = G
+        self._u[:n] = U
+        self.st.count = n
+        self.st.seen = seen
+        self.st.active = active
+
     def clear(self):
         """Forget the stored points (and reset :attr:`n_seen`)."""
         self.st.count = 0
@@ -587,3 +658,9 @@ cdef class RecordingPotential(Potential):
     def __repr__(self):
         return (f"<RecordingPotential dim={self.pot.dim} stored={self.st.count}/"
                 f"{self.st.capacity} of {type(self.potential).__name__}>")
+
+
+def _rebuild_recorder(potential, capacity, every, Q, G, U, seen, active):
+    r = RecordingPotential(potential, capacity, every)
+    r._restore(Q, G, U, seen, active)
+    return r

@@ -66,7 +66,9 @@ def _check_finite(arr, name):
         n_bad = int(np.count_nonzero(~np.isfinite(arr)))
         raise ValueError(
             f"{name} contains {n_bad} non-finite value(s) (nan or inf); "
-            "all draws must be finite"
+            "all draws must be finite (an interrupted Result's draws are "
+            "NaN-padded after each chain's n_done rows: pass "
+            "res.complete_draws()[0], or use res.summary())"
         )
 
 

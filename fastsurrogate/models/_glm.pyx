@@ -277,7 +277,11 @@ cdef class LogisticRegression(GeneralizedLinearModel):
         Prior standard deviations (> 0); None for a flat (improper) prior.
     prior_mean : float or array_like (dim,), default 0.0
     n_threads : int, default 1
-        OpenMP threads per evaluation; results are identical for any value.
+        OpenMP threads per evaluation (settable later); results are identical
+        for any value.  2 pays on an idle multi-core machine; with the passive
+        OpenMP wait policy that ``import fastsurrogate`` sets (unless you set
+        OMP_WAIT_POLICY), 2 threads were no slower than 1 on a busy 2-core
+        machine (bench/busy_threads.py).
 
     Examples
     --------

@@ -18,6 +18,10 @@ from fastsurrogate.core._blas cimport blas_table
 cnp.import_array()
 
 
+# fs_potential.dim is a C int
+_MAX_DIM = 2**31 - 1
+
+
 cdef class Gaussian(Potential):
     """Multivariate normal target N(mean, cov): U(q) = 0.5 (q-m)^T cov^{-1} (q-m).
 
@@ -46,6 +50,8 @@ cdef class Gaussian(Potential):
         d = mean.shape[0]
         if d < 1:
             raise ValueError("mean must have at least one element")
+        if d > _MAX_DIM:
+            raise ValueError(f"dim must be at most {_MAX_DIM}, got {d}")
         if cov.shape == (d,):
             if np.any(cov <= 0):
                 raise ValueError("a diagonal cov must be positive")
@@ -88,10 +94,15 @@ cdef class Gaussian(Potential):
 
 
 def StandardNormal(dim):
-    """N(0, I_dim): U(q) = 0.5 q.q, gradient q."""
-    dim = int(dim)
-    if dim < 1:
-        raise ValueError(f"dim must be positive, got {dim}")
+    """N(0, I_dim): U(q) = 0.5 q.q, gradient q.
+
+    ``dim`` must be an integer in 1 .. 2**31 - 1 (checked before anything
+    is allocated).
+    """
+    if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"dim must be an integer, got {type(dim).__name__} {dim!r}")
+    if dim < 1 or dim > _MAX_DIM:
+        raise ValueError(f"dim must be in 1..{_MAX_DIM}, got {dim}")
     return Gaussian(np.zeros(dim), np.ones(dim))
 
 

@@ -12,10 +12,12 @@ from .arns_hmc import ARNSHMC
 from .nnghmc import NNGHMC
 from .vhmc import VHMC
 from .rmhmc import RMHMC, RNSRMHMC
+from .sg import SGLD, SGHMC
 
 SAMPLERS = {"hmc": HMC, "nuts": NUTS, "rns-hmc": RNSHMC, "arns-hmc": ARNSHMC,
             "nnghmc": NNGHMC, "vhmc": VHMC}
 SAMPLERS.update({"rmhmc": RMHMC, "rns-rmhmc": RNSRMHMC})
+SAMPLERS.update({"sgld": SGLD, "sghmc": SGHMC})
 
 __all__ = ["Sampler", "HMC", "NUTS", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "RMHMC", "RNSRMHMC", "SAMPLERS",
-           "check_int", "check_positive"]
+           "SGLD", "SGHMC", "check_int", "check_positive"]

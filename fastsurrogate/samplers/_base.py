@@ -12,6 +12,7 @@ No per-iteration Python here: each chunk of iterations is one call into C
 (:meth:`ChainContext.run_span`).
 """
 
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait, FIRST_EXCEPTION
@@ -25,7 +26,7 @@ from ..result import Result
 __all__ = ["Sampler", "Run", "ChainContext", "chain_generators", "initial_points",
            "warmup_windows", "regularized_metric", "check_int", "check_positive",
            "check_potential", "check_metric", "check_tree_depth", "check_explore",
-           "Interrupted"]
+           "Interrupted", "MAX_INT"]
 
 
 class Interrupted(Exception):
@@ -38,12 +39,31 @@ class _Stopped(Exception):
 
 # -- argument checks -------------------------------------------------------------
 
-def check_int(name, value, minimum=0):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+# counts and sizes reach C as int / long: larger ones are refused up front
+MAX_INT = 2**31 - 1
+
+
+def check_int(name, value, minimum=0, maximum=MAX_INT):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return int(value)
+
+
+def _check_trace_memory(n_rows, dim, chains):
+    """Refuse traces larger than the machine's memory before allocating them."""
+    need = float(n_rows) * chains * (8.0 * dim + 64.0)
+    try:
+        have = float(os.sysconf("SC_PAGE_SIZE")) * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return
+    if need > have:
+        raise MemoryError(
+            f"the traces of {chains} chain(s) x {n_rows} iterations x dim {dim} need "
+            f"{need / 1e9:.1f} GB; this machine has {have / 1e9:.1f} GB")
 
 
 def check_positive(name, value, allow_none=False):
@@ -128,7 +148,12 @@ def chain_generators(seed, chains):
         return seed.spawn(chains)
     if isinstance(seed, np.random.SeedSequence):
         ss = seed
+    elif isinstance(seed, (bool, np.bool_)):
+        raise TypeError("seed must be None, an int, a SeedSequence or a numpy Generator, "
+                        "got a bool")
     elif seed is None or isinstance(seed, (int, np.integer)):
+        if seed is not None and seed < 0:
+            raise ValueError(f"seed must be non-negative, got {seed}")
         ss = np.random.SeedSequence(seed)
     else:
         raise TypeError("seed must be None, an int, a SeedSequence or a numpy Generator")
@@ -253,11 +278,18 @@ class ChainContext:
         while i < stop_row:
             n = min(self.chunk, stop_row - i)
             t0 = time.perf_counter()
-            n_done, status = chain.run(trace, i, n, self.run.stop, hook)
+            out = None
+            try:
+                out = chain.run(trace, i, n, self.run.stop, hook)
+            finally:
+                # rows filled before an exception (or Ctrl-C) count too: a
+                # Chain records them in n_done_last before raising
+                n_done = out[0] if out is not None else getattr(chain, "n_done_last", 0)
+                i += n_done
+                self.done[key] = i
+                self.report(n_done)
+            status = out[1]
             dt = time.perf_counter() - t0
-            i += n_done
-            self.done[key] = i
-            self.report(n_done)
             if status == STATUS_INTERRUPTED:
                 raise Interrupted
             if status > 0:
@@ -304,6 +336,7 @@ class Run:
             q0 = self.init if self.init is not None else initial_points(self.potential,
                                                                         self.generators)
         rows = self.n_warmup if warm_rows is None else warm_rows
+        _check_trace_memory(rows + self.n_draws * (2 if proposals else 1), d, self.chains)
         for ctx in self.ctxs:
             ctx.q0 = q0[ctx.index]
             ctx.warm = new_trace(rows, d)
@@ -379,10 +412,12 @@ class Run:
     def result(self):
         """The :class:`Result` of the rows every chain completed."""
         sampler = self.sampler
-        draws, stats = _stack([c.main for c in self.ctxs], self._rows("sample"))
-        wd = ws = None
+        done = self._counts("sample")
+        draws, stats = _stack([c.main for c in self.ctxs], done, self.potential.dim)
+        wd = ws = wdone = None
         if self.keep_warmup:
-            wd, ws = _stack([c.warm for c in self.ctxs], self._rows("warmup"))
+            wdone = self._counts("warmup")
+            wd, ws = _stack([c.warm for c in self.ctxs], wdone, self.potential.dim)
         timings = {}
         for c in self.ctxs:
             for k, v in c.timings.items():
@@ -395,19 +430,32 @@ class Run:
             inv_metric=[c.inv_metric if c is not None else None for c in chains],
             timings=timings, timings_per_chain=[dict(c.timings) for c in self.ctxs],
             interrupted=self.interrupted or self.error is not None, exact=self.exact,
-            info=self.info, surrogate=self.surrogate)
+            info=self.info, surrogate=self.surrogate, n_done=done, warmup_n_done=wdone)
 
-    def _rows(self, key):
-        return min(c.done.get(key, 0) for c in self.ctxs)
+    def _counts(self, key):
+        """Rows of trace ``key`` each chain completed, shape (chains,)."""
+        return np.array([c.done.get(key, 0) for c in self.ctxs], dtype=np.int64)
 
 
-def _stack(traces, n):
-    """Per-chain traces as (chains, n, dim) draws and (chains, n) stats."""
-    if traces[0] is None:       # stopped before the traces were allocated
-        return np.empty((len(traces), 0, 0)), {}
-    draws = np.stack([t["draws"][:n] for t in traces])
-    stats = {k: np.stack([t[k][:n] for t in traces]) for k in traces[0]
-             if k not in ("draws", "proposals")}
+def _stack(traces, counts, dim):
+    """Per-chain traces as (chains, n, dim) draws and (chains, n) stats, n the
+    largest count: chain k's rows past counts[k] are NaN (0 in integer stats)."""
+    n = int(max(counts)) if len(counts) else 0
+    if any(t is None for t in traces):  # stopped before the traces were allocated
+        n = 0 if all(t is None for t in traces) else n
+    ref = next((t for t in traces if t is not None), None)
+    if ref is None:
+        return np.empty((len(traces), 0, dim)), {}
+    draws = np.full((len(traces), n, dim), np.nan)
+    stats = {k: np.full((len(traces), n), np.nan) if ref[k].dtype.kind == "f"
+             else np.zeros((len(traces), n), dtype=ref[k].dtype)
+             for k in ref if k not in ("draws", "proposals")}
+    for j, (t, m) in enumerate(zip(traces, counts)):
+        if t is None or m == 0:
+            continue
+        draws[j, :m] = t["draws"][:m]
+        for k in stats:
+            stats[k][j, :m] = t[k][:m]
     return draws, stats
 
 
@@ -466,10 +514,14 @@ class Sampler:
         Returns
         -------
         Result
-            ``draws`` (chains, n_draws, dim).  On Ctrl-C, the rows every
-            chain completed, with ``interrupted=True``.  If a potential or
-            a phase raises, that exception propagates with this partial
-            Result as its ``result`` attribute.
+            ``draws`` (chains, n_draws, dim).  On Ctrl-C (in any phase,
+            set-up and training included) every iteration each chain
+            completed, with ``interrupted=True``: chains may then differ in
+            length, ``draws`` is NaN-padded and ``result.n_done`` counts
+            each chain's rows.  If a potential, a trainer or a phase raises,
+            that exception propagates unchanged (a Python callback's own
+            exception, even through WeightedSum or RecordingPotential) with
+            this partial Result as its ``result`` attribute.
         """
         n_draws = check_int("n_draws", n_draws, 0)
         n_warmup = check_int("n_warmup", self.default_warmup if n_warmup is None else n_warmup, 0)
@@ -486,7 +538,12 @@ class Sampler:
             run.interrupted = True
         except Exception as exc:  # noqa: BLE001 - re-raised below with the partial result
             run.error = exc
-        self.finish(run)
+        try:
+            self.finish(run)
+        except BaseException as exc:  # noqa: BLE001
+            if run.error is None and not run.interrupted:
+                raise
+            run.info["finish_error"] = repr(exc)   # keep the first failure
         res = run.result()
         if run.error is not None:
             run.error.result = res

@@ -190,8 +190,11 @@ class RNSHMC(HMC):
         if training not in ("states", "accepted"):
             raise ValueError(f"training must be 'states' or 'accepted', got {training!r}")
         self.training = training
-        if not (train_from >= 0):
-            raise ValueError("train_from must be >= 0")
+        if isinstance(train_from, (bool, np.bool_)) or not isinstance(
+                train_from, (int, float, np.integer, np.floating)):
+            raise TypeError(f"train_from must be a number, got {type(train_from).__name__}")
+        if not (train_from >= 0 and np.isfinite(train_from)):
+            raise ValueError(f"train_from must be finite and >= 0, got {train_from!r}")
         self.train_from = train_from
         self.delayed_acceptance = bool(delayed_acceptance)
         self.guard = None if guard is None else float(guard)
@@ -218,6 +221,12 @@ class RNSHMC(HMC):
     def check_sizes(self, n_draws, n_warmup):
         if self.surrogate is None and n_warmup < 10:
             raise ValueError("n_warmup must be >= 10: the exploration phase provides the training data")
+        tf = self.train_from
+        if self.surrogate is None and tf >= 1 and int(tf) > n_warmup - 2:
+            raise ValueError(
+                f"train_from={tf!r} discards all but {max(n_warmup - int(tf), 0)} of the "
+                f"{n_warmup} exploration states; it must leave at least 2 (train_from <= "
+                f"{n_warmup - 2}, or a fraction < 1)")
 
     def phases(self, run):
         """Explore with exact HMC, train the network on the pooled states, exploit.

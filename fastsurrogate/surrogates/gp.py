@@ -288,6 +288,29 @@ def fitc_log_marginal_likelihood(theta, X, y, Z, jitter=_JITTER, grad=True):
 # the surrogate object
 # --------------------------------------------------------------------------
 
+class _GPPredVar:
+    """Latent predictive variance of the full GP from k(Qnew, X) (picklable)."""
+
+    def __init__(self, L, sf2):
+        self.L, self.sf2 = L, sf2
+
+    def __call__(self, Kxc):
+        W = sla.solve_triangular(self.L, Kxc.T, lower=True, check_finite=False)
+        return self.sf2 - np.einsum("ij,ij->j", W, W)
+
+
+class _FITCPredVar:
+    """Latent predictive variance of FITC from k(Qnew, Z) (picklable)."""
+
+    def __init__(self, Luu, La, sf2):
+        self.Luu, self.La, self.sf2 = Luu, La, sf2
+
+    def __call__(self, Kxu):
+        W1 = sla.solve_triangular(self.Luu, Kxu.T, lower=True, check_finite=False)
+        W2 = sla.solve_triangular(self.La, W1, lower=True, check_finite=False)
+        return self.sf2 - np.einsum("ij,ij->j", W1, W1) + np.einsum("ij,ij->j", W2, W2)
+
+
 class GPSurrogate:
     """A fitted GP (or FITC sparse GP) surrogate of U.
 
@@ -610,9 +633,7 @@ def fit_gp(Q, u, ard=False, noise=None, max_train=None, seed=None, max_iter=200,
     core = _gp_core(theta, X, y, jitter)
     L, sf2 = core["L"], core["sf2"]
 
-    def predvar(Kxc):
-        W = sla.solve_triangular(L, Kxc.T, lower=True, check_finite=False)
-        return sf2 - np.einsum("ij,ij->j", W, W)
+    predvar = _GPPredVar(L, sf2)
 
     info = dict(kind="gp", n_train=Q.shape[0], n_centres=Q.shape[0],
                 log_marginal_likelihood=core["lml"], fit_seconds=time.perf_counter() - t0,
@@ -719,10 +740,7 @@ def fit_fitc(Q, u, n_inducing=100, ard=False, seed=None, inducing="kmeans++", no
                                                        check_finite=False),
                              lower=True, trans="T", check_finite=False)
 
-    def predvar(Kxu):
-        W1 = sla.solve_triangular(Luu, Kxu.T, lower=True, check_finite=False)
-        W2 = sla.solve_triangular(La, W1, lower=True, check_finite=False)
-        return sf2 - np.einsum("ij,ij->j", W1, W1) + np.einsum("ij,ij->j", W2, W2)
+    predvar = _FITCPredVar(Luu, La, sf2)
 
     info = dict(kind="fitc", n_train=N, n_centres=n_inducing,
                 log_marginal_likelihood=c["lml"], fit_seconds=time.perf_counter() - t0,

@@ -176,6 +176,10 @@ def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge="auto
         raise ValueError("need at least 2 training points")
     if not (np.all(np.isfinite(Q)) and np.all(np.isfinite(u))):
         raise ValueError("training data contain NaN or inf")
+    if not np.any(Q != Q[0]):
+        raise ValueError(f"all {Q.shape[0]} training points are the same point: a network "
+                         "fitted to them is a constant with zero gradient (did the chain "
+                         "ever move?)")
     rng = np.random.default_rng(seed)
     dim = Q.shape[1]
     auto_c = isinstance(input_scale, str)

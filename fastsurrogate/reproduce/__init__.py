@@ -1,0 +1,180 @@
+"""Every table and figure of the three papers that our data allow, from one
+command::
+
+    python -m fastsurrogate reproduce [TABLE ...] [--quick] [--out DIR] [--list]
+    fastsurrogate reproduce --list
+
+One module per paper (:mod:`.rns_hmc`, :mod:`.vhmc`, :mod:`.nnghmc`) lists
+its tables as :class:`Table` records; each table's experiment takes the
+papers' settings as its defaults and returns a Markdown report, which
+:func:`run_table` writes to ``DIR/<table>.md`` under a header giving the
+paper, the paper's own figures, the machine (CPU model from /proc/cpuinfo),
+the package version and the run's duration.  Figures are written as tables,
+and as PNG plots beside them when matplotlib is installed.  ``--quick``
+shortens every experiment (the whole set in under 15 minutes on 2 cores);
+tables whose data files are absent from the data folder
+(:func:`fastsurrogate.models.posteriordb.find_data_dir`,
+``$FASTSURROGATE_DATA``) are skipped with a note.
+"""
+import argparse
+import dataclasses
+import importlib
+import os
+import sys
+import time
+
+__all__ = ["Table", "TABLES", "run_table", "main"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """One reproducible table or figure.
+
+    name : the command-line name (``rns-table1``); paper : which paper and
+    which table or figure; module : the module holding ``options(ap)`` and
+    ``reproduce(args)``; quick : option values for ``--quick``; needs : data
+    files (in the data folder) without which it is skipped; paper_figures :
+    the paper's own figures, in Markdown, shown beside ours; missing : rows of
+    the paper that cannot be run here, and why; entry : prefix of the
+    module's ``<entry>options`` / ``<entry>reproduce`` functions.
+    """
+    name: str
+    paper: str
+    title: str
+    module: str
+    quick: dict = dataclasses.field(default_factory=dict)
+    needs: tuple = ()
+    paper_figures: str = ""
+    missing: str = ""
+    entry: str = ""
+
+
+def _collect():
+    from . import nnghmc, rns_hmc, vhmc
+    tables = {}
+    for mod in (rns_hmc, vhmc, nnghmc):
+        for t in mod.TABLES:
+            tables[t.name] = t
+    return tables
+
+
+TABLES = _collect()
+
+
+def _parser(table):
+    ap = argparse.ArgumentParser(prog=f"fastsurrogate reproduce {table.name}",
+                                 description=table.title)
+    mod = importlib.import_module(table.module, __name__)
+    getattr(mod, table.entry + "options")(ap)
+    return ap, getattr(mod, table.entry + "reproduce")
+
+
+def missing_data(table):
+    """Data files of ``table`` that the data folder lacks (all of them when there is no folder)."""
+    if not table.needs:
+        return []
+    from ..models.posteriordb import find_data_dir
+    d = find_data_dir()
+    return [f for f in table.needs if d is None or not os.path.exists(os.path.join(d, f))]
+
+
+def run_table(name, argv=(), quick=False, out=None):
+    """Run one table and write ``out/<name>.md``; return the Markdown text.
+
+    ``argv``: the table's own options (``fastsurrogate reproduce NAME --help``
+    lists them).  A table whose data are absent returns a one-line note."""
+    from ._report import log, machine_line
+    import fastsurrogate as fs
+    table = TABLES[name]
+    ap, reproduce = _parser(table)
+    args = ap.parse_args(list(argv))
+    if quick:
+        given = {a.split("=")[0] for a in argv if a.startswith("--")}
+        for k, v in table.quick.items():
+            if "--" + k.replace("_", "-") not in given:
+                setattr(args, k, v)
+    args.quick = quick
+    args.out_dir = out
+    absent = missing_data(table)
+    head = [f"# {table.paper}: {table.title}", "",
+            f"- command: `fastsurrogate reproduce {name}{' --quick' if quick else ''}"
+            f"{' ' + ' '.join(argv) if argv else ''}`",
+            f"- {machine_line()}"]
+    if absent:
+        text = "\n".join(head + [f"- SKIPPED: data file(s) {', '.join(absent)} not found in the "
+                                 "data folder (set FASTSURROGATE_DATA)", ""])
+    else:
+        log(f"[{name}] {table.title} ({'quick' if quick else 'full'}) ...")
+        t0 = time.perf_counter()
+        body = reproduce(args)
+        secs = time.perf_counter() - t0
+        head.append(f"- fastsurrogate {fs.__version__}; {'--quick run' if quick else 'full run'}: "
+                    f"{secs:.0f} s")
+        parts = ["\n".join(head)]
+        if table.paper_figures:
+            parts.append("## The paper's figures\n\n" + table.paper_figures.strip())
+        if table.missing:
+            parts.append("## Not reproduced here\n\n" + table.missing.strip())
+        parts.append("## Measured here\n\n" + body.strip())
+        text = "\n\n".join(parts) + "\n"
+        log(f"[{name}] done in {secs:.0f} s")
+    if out:
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, f"{name}.md"), "w") as f:
+            f.write(text)
+    return text
+
+
+def _list():
+    lines = []
+    w = max(map(len, TABLES))
+    for t in TABLES.values():
+        note = f"  [needs {', '.join(t.needs)}]" if t.needs else ""
+        lines.append(f"{t.name.ljust(w)}  {t.paper}: {t.title}{note}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    """``fastsurrogate reproduce`` (see the module docstring)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    ap = argparse.ArgumentParser(
+        prog="fastsurrogate reproduce",
+        description="Rerun the papers' tables and figures on this machine; each is written "
+                    "as DIR/<table>.md (and PNG plots where matplotlib is installed).",
+        epilog="Tables:\n" + _list() + "\n\nA table's own options: fastsurrogate reproduce "
+               "TABLE --help (run one table alone to pass them).",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("tables", nargs="*", metavar="TABLE", help="tables to run (default: all)")
+    ap.add_argument("--quick", action="store_true",
+                    help="reduced lengths: the whole set in under 15 minutes on 2 cores")
+    ap.add_argument("--out", metavar="DIR", default="reproduce-out",
+                    help="folder of the reports (default ./reproduce-out)")
+    ap.add_argument("--list", action="store_true", help="list the tables and exit")
+    args, rest = ap.parse_known_args(argv)
+    if args.list:
+        print(_list())
+        return 0
+    unknown = [t for t in args.tables if t not in TABLES]
+    if unknown:
+        ap.error(f"unknown table(s) {unknown}; --list shows them")
+    if rest and len(args.tables) != 1:
+        ap.error(f"table options {rest} need exactly one TABLE")
+    names = args.tables or list(TABLES)
+    t0 = time.perf_counter()
+    summary = []
+    for name in names:
+        t1 = time.perf_counter()
+        text = run_table(name, rest, quick=args.quick, out=args.out)
+        status = "skipped (data absent)" if "- SKIPPED:" in text else "done"
+        summary.append(f"| {name} | {status} | {time.perf_counter() - t1:.0f} |")
+    total = time.perf_counter() - t0
+    index = ["# Reproduction run", "", f"- {'--quick' if args.quick else 'full'} run, "
+             f"{total:.0f} s in all", "", "| table | status | seconds |", "|---|---|---|", *summary]
+    from ._report import machine_line
+    index.insert(3, f"- {machine_line()}")
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "README.md"), "w") as f:
+        f.write("\n".join(index) + "\n")
+    print("\n".join(index))
+    print(f"reports in {os.path.abspath(args.out)}")
+    return 0

@@ -1,0 +1,74 @@
+"""Helpers shared by the reproduction modules: the machine description,
+progress messages, the cache folder, Markdown tables and optional plots."""
+import os
+import platform
+import sys
+
+import numpy as np
+
+
+def log(msg):
+    """A progress message to stderr (the reports go to files)."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+def cpu_model():
+    """The CPU's model name from /proc/cpuinfo, or "" where there is none."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def machine_line():
+    """One line naming the machine and the versions a report was made with."""
+    import fastsurrogate as fs
+    return (f"machine: {cpu_model() or platform.machine()}, {os.cpu_count()} CPUs; "
+            f"python {platform.python_version()}, numpy {np.__version__}, "
+            f"fastsurrogate {fs.__version__}")
+
+
+def cache_dir():
+    """Where long ground-truth runs are cached: ``$FASTSURROGATE_CACHE``, else
+    ``~/.cache/fastsurrogate`` (``$XDG_CACHE_HOME`` honoured)."""
+    env = os.environ.get("FASTSURROGATE_CACHE")
+    if env:
+        return os.path.expanduser(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "fastsurrogate")
+
+
+def markdown_table(head, rows):
+    """A Markdown table from a header list and rows of already formatted cells."""
+    lines = ["| " + " | ".join(map(str, head)) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(map(str, r)) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def plot_curves(path, curves, xlabel, ylabel, title, logy=False):
+    """Write a PNG of named (x, y) curves with matplotlib's Agg backend.
+
+    Returns the path, or None when matplotlib is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, (x, y) in curves.items():
+        ax.plot(x, y, marker="o", label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
