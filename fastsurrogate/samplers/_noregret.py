@@ -1,7 +1,7 @@
 """No-regret defaults of the exact surrogate samplers (RNS-HMC, ARNS-HMC, NNgHMC).
 
 A surrogate pays off only when the exact gradient is expensive and the
-surrogate is good.  With ``no_regret=True`` (their default) the samplers
+surrogate is good.  With ``no_regret=True`` (opt-in; the default is False) the samplers
 explore with exact NUTS (Stan's multinomial NUTS: the exact baseline a user
 would otherwise run) and decide, from measurements made in the same run,
 whether to switch to the surrogate or to keep drawing with the exploration's

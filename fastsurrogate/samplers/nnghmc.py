@@ -131,7 +131,9 @@ class NNGHMC(HMC):
     max_tree_depth : int
         NUTS: at most 2**max_tree_depth - 1 leapfrog steps per transition.
     no_regret : bool
-        The no-regret default (:mod:`fastsurrogate.samplers._noregret`):
+        Opt-in (default False until it is measured on every benchmark
+        problem; see README "No-regret"): the no-regret rule
+        (:mod:`fastsurrogate.samplers._noregret`):
         explore with exact NUTS (unless ``explore`` says otherwise); before
         the first training, a cost check (a network gradient against an exact
         one) may end the schedule at once; a trial switches only when, on top
@@ -168,7 +170,7 @@ class NNGHMC(HMC):
                  holdout=0.1, burn_in=0.2, train_start=0.5, train_every=0.1, train_end=None,
                  trial_length=50, switch_fraction=0.9, record_every=1, max_train=None,
                  start="affine", warm_start=True, trainer=None, trainer_options=None,
-                 surrogate=None, explore=None, max_tree_depth=10, no_regret=True,
+                 surrogate=None, explore=None, max_tree_depth=10, no_regret=False,
                  **hmc_options):
         if hmc_options.get("transitions") is not None or "inner" in hmc_options:
             raise ValueError("NNgHMC has no surrogate transitions: its gradient network has no "

@@ -134,7 +134,9 @@ class RNSHMC(HMC):
         NUTS (``inner`` or ``explore``): at most 2**max_tree_depth - 1
         leapfrog steps per transition.
     no_regret : bool
-        The no-regret default (:mod:`fastsurrogate.samplers._noregret`):
+        Opt-in (default False until it is measured on every benchmark
+        problem; see README "No-regret"): the no-regret rule
+        (:mod:`fastsurrogate.samplers._noregret`):
         explore with exact NUTS (unless ``explore`` says otherwise), then
         switch to the surrogate only when a cost check (before training) and
         a trial of ``trial_length`` surrogate-driven iterations (after
@@ -165,7 +167,7 @@ class RNSHMC(HMC):
                  standardize=True, input_scale="auto", training="states", train_from=0.2,
                  delayed_acceptance=False, guard=0.5, guard_window=200,
                  guard_action="retrain", surrogate=None, base=None, transitions=None,
-                 inner="hmc", explore=None, max_tree_depth=10, no_regret=True,
+                 inner="hmc", explore=None, max_tree_depth=10, no_regret=False,
                  trial_length=200, **hmc_options):
         super().__init__(potential, **hmc_options)
         self.transitions, self.inner = check_transitions(transitions, inner)
