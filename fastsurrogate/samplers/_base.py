@@ -530,13 +530,23 @@ class Sampler:
         generators = chain_generators(seed, chains)
         init = check_init(init, self.potential.dim, chains)
         run = Run(self, n_draws, n_warmup, generators, init, progress, keep_warmup)
+        self._run_phases(run)
+        res = run.result()
+        if run.error is not None:
+            run.error.result = res
+            raise run.error
+        return res
+
+    def _run_phases(self, run):
+        """phases, then finish; an early stop (Ctrl-C, an exception) is recorded
+        on `run`, so that the caller can assemble the partial Result."""
         try:
             self.phases(run)
         except _Stopped:
             pass
         except KeyboardInterrupt:
             run.interrupted = True
-        except Exception as exc:  # noqa: BLE001 - re-raised below with the partial result
+        except Exception as exc:  # noqa: BLE001 - re-raised by sample with the partial result
             run.error = exc
         try:
             self.finish(run)
@@ -544,11 +554,6 @@ class Sampler:
             if run.error is None and not run.interrupted:
                 raise
             run.info["finish_error"] = repr(exc)   # keep the first failure
-        res = run.result()
-        if run.error is not None:
-            run.error.result = res
-            raise run.error
-        return res
 
     def check_sizes(self, n_draws, n_warmup):
         """Reject run sizes this sampler cannot use (before any work)."""
