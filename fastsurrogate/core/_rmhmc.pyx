@@ -45,6 +45,7 @@ cdef class Metric:
         self.met.state = NULL
         self.met.eval = NULL
         self.met.contract = NULL
+        self.met.matvec = NULL
         self.met.dim = 0
         self._error = None
 
@@ -106,6 +107,25 @@ cdef class Metric:
         self.check_status(status)
         return tr, (quad if u is not None else None)
 
+    def matvec(self, q, v):
+        """G(q) v, shape ``(dim,)``, by the metric's product (one pass over the
+        data for :class:`FisherMetric`); TypeError for a metric without one.
+
+        Example: ``FisherMetric(model).matvec(q, v)`` equals ``M(q) @ v``.
+        """
+        cdef cnp.ndarray qa = self._q(q)
+        cdef cnp.ndarray va = self._q(v)
+        cdef cnp.ndarray out = np.empty(self.met.dim)
+        cdef int status
+        if self.met.matvec == NULL:
+            raise TypeError(f"{type(self).__name__} has no matrix-vector product")
+        with nogil:
+            status = self.met.matvec(self.met.state, <const double *>cnp.PyArray_DATA(qa),
+                                     <const double *>cnp.PyArray_DATA(va),
+                                     <double *>cnp.PyArray_DATA(out))
+        self.check_status(status)
+        return out
+
 
 cdef class FisherMetric(Metric):
     """Fisher information plus prior precision of a GLM, G = X^T W(X b) X + P.
@@ -139,6 +159,7 @@ cdef class FisherMetric(Metric):
         self.met.state = &self.gm
         self.met.eval = fs_glm_metric_eval
         self.met.contract = fs_glm_metric_contract
+        self.met.matvec = fs_glm_metric_matvec
         self.met.dim = model.pot.dim
 
     def __dealloc__(self):
@@ -347,6 +368,7 @@ cdef class RMChain:
     cdef object generator, lock
     cdef cnp.ndarray _pt, _work
     cdef readonly long n_not_converged
+    cdef readonly int last_fixed_point_iterations
 
     def __init__(self, Potential drive not None, Metric metric not None, Potential judge,
                  Metric judge_metric, q0, generator, double step_size=0.1, int n_steps=2,
@@ -471,7 +493,9 @@ cdef class RMChain:
     def leapfrog(self, q, p, double step_size, int n_steps=1):
         """``(q', p')`` after n_steps generalized leapfrog steps of the drive (for tests).
 
-        A non-converged fixed point or a divergence raises.
+        A non-converged fixed point or a divergence raises.  The fixed-point
+        iterations of both implicit updates, summed, go to
+        ``last_fixed_point_iterations``.
         """
         cdef int d = self.cfg.dim
         cdef cnp.ndarray pt = np.zeros(3 * d + 3 * d * d)
@@ -479,6 +503,7 @@ cdef class RMChain:
         cdef cnp.ndarray work = np.zeros(fs_rmhmc_workspace_size(d))
         cdef fs_rmhmc_point P
         cdef double *b = <double *>cnp.PyArray_DATA(pt)
+        cdef int fpi = 0
         if pa.shape[0] != d:
             raise ValueError(f"p must have shape ({d},)")
         pt[:d] = np.asarray(q, dtype=np.float64).ravel()
@@ -495,7 +520,8 @@ cdef class RMChain:
                 status = fs_rmhmc_leapfrog(&self.cfg, step_size, n_steps, &self.drive.pot,
                                            &self.metric.met, &P,
                                            <double *>cnp.PyArray_DATA(pa),
-                                           <double *>cnp.PyArray_DATA(work), NULL)
+                                           <double *>cnp.PyArray_DATA(work), &fpi)
+        self.last_fixed_point_iterations = fpi
         if status == FS_RMHMC_NOT_CONVERGED:
             raise RuntimeError("the fixed-point iteration did not converge")
         self._raise(status, "leapfrog")
