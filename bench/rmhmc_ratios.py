@@ -45,7 +45,7 @@ def parts(model, q0, repeats):
     fns = {"gradient": lambda: model.value_and_grad(q1),
            "Fisher G(q)": lambda: M(q1),
            "tr+quad (incl. G, inverse)": lambda: M.contract(q1, u),
-           "quad, cached w'": lambda: M.contract(q0, u),
+           "quad, cached w'": lambda: M.contract(q0, u, trace=False),
            "G(q) v": lambda: M.matvec(q1, u)}
     M.contract(q0, u)
     out = {k: [] for k in fns}

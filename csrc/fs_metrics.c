@@ -4,6 +4,40 @@
 #include <string.h>
 
 #include "fs_metrics.h"
+#include "fs_kernel.h"
+
+/* Dot products with 8 partial sums in a fixed order: a single running sum
+   is bound by the latency of its additions (no -ffast-math here, so the
+   compiler keeps one); the same bits for any chunking of the rows. */
+FS__INLINE double mdot(const double *FS_RESTRICT x, const double *FS_RESTRICT y, size_t d)
+{
+    double a[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, s;
+    size_t j = 0, l;
+    for (; j + 8 <= d; j += 8)
+        for (l = 0; l < 8; l++) a[l] += x[j + l] * y[j + l];
+    s = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+    for (; j < d; j++) s += x[j] * y[j];
+    return s;
+}
+
+/* x . y and x . z in one sweep of x. */
+FS__INLINE void mdot2(const double *FS_RESTRICT x, const double *FS_RESTRICT y,
+                      const double *FS_RESTRICT z, size_t d, double *sy, double *sz)
+{
+    double a[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, b[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    double s, t;
+    size_t j = 0, l;
+    for (; j + 8 <= d; j += 8)
+        for (l = 0; l < 8; l++) {
+            a[l] += x[j + l] * y[j + l];
+            b[l] += x[j + l] * z[j + l];
+        }
+    s = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+    t = ((b[0] + b[4]) + (b[2] + b[6])) + ((b[1] + b[5]) + (b[3] + b[7]));
+    for (; j < d; j++) { s += x[j] * y[j]; t += x[j] * z[j]; }
+    *sy = s;
+    *sz = t;
+}
 
 /* ---- GLM Fisher metric ---------------------------------------------------- */
 
@@ -81,6 +115,7 @@ int fs_glm_metric_eval(void *state, const double *q, double *G)
 
 /* Rows [i0, i1): the partial sums of tr (with Ginv) and quad (with u).
    dw[i0..i1) holds w'(t_n) when have_dw, else it is computed and stored. */
+FS_CLONES
 static void glm_contract_chunk(const fs_glm_metric *s, const double *beta, const double *Ginv,
                                const double *u, size_t i0, size_t i1, int have_dw,
                                double *FS_RESTRICT dw, double *FS_RESTRICT ptr,
@@ -101,28 +136,19 @@ static void glm_contract_chunk(const fs_glm_metric *s, const double *beta, const
         double *dwb = dw + i;
         if (!have_dw)
             for (r = 0; r < nb; r++) {
-                const double *x = Xb + r * d;
-                double t = 0.0, w;
-                for (j = 0; j < d; j++) t += x[j] * beta[j];
-                fs_glm_weight_deriv(m->family, m->sigma, t, &w, &dwb[r]);
+                double w;
+                fs_glm_weight_deriv(m->family, m->sigma, mdot(Xb + r * d, beta, d), &w, &dwb[r]);
             }
         if (ptr) {
             /* column-major: Y^T (d x nb) = Ginv (d x d, symmetric) X_b^T (d x nb);
                h_n = x_n . (Ginv x_n), the leverage */
             const int nbi = (int)nb;
             s->blas->dgemm("N", "N", &di, &nbi, &di, &one, Ginv, &di, Xb, &di, &zero, Y, &di);
-            for (r = 0; r < nb; r++) {
-                const double *x = Xb + r * d, *y = Y + r * d;
-                double h = 0.0;
-                for (j = 0; j < d; j++) h += x[j] * y[j];
-                ct[r] = dwb[r] * h;
-            }
+            for (r = 0; r < nb; r++) ct[r] = dwb[r] * mdot(Xb + r * d, Y + r * d, d);
         }
         if (pquad)
             for (r = 0; r < nb; r++) {
-                const double *x = Xb + r * d;
-                double sq = 0.0;
-                for (j = 0; j < d; j++) sq += x[j] * u[j];
+                const double sq = mdot(Xb + r * d, u, d);
                 cq[r] = dwb[r] * sq * sq;
             }
         for (r = 0; r < nb; r++) {
@@ -142,6 +168,7 @@ static void glm_contract_chunk(const fs_glm_metric *s, const double *beta, const
 }
 
 /* Rows [i0, i1): partial sum of w(x_n . q) (x_n . v) x_n. */
+FS_CLONES
 static void glm_matvec_chunk(const fs_glm_metric *s, const double *q, const double *v,
                              size_t i0, size_t i1, double *FS_RESTRICT part)
 {
@@ -151,8 +178,8 @@ static void glm_matvec_chunk(const fs_glm_metric *s, const double *q, const doub
     memset(part, 0, sizeof(double) * d);
     for (i = i0; i < i1; i++) {
         const double *x = m->X + i * d;
-        double t = 0.0, sv = 0.0, w, dw;
-        for (j = 0; j < d; j++) { t += x[j] * q[j]; sv += x[j] * v[j]; }
+        double t, sv, w, dw;
+        mdot2(x, q, v, d, &t, &sv);
         fs_glm_weight_deriv(m->family, m->sigma, t, &w, &dw);
         w *= sv;
         for (j = 0; j < d; j++) part[j] += w * x[j];

@@ -82,15 +82,24 @@ cdef class Metric:
         self.check_status(status)
         return G
 
-    def contract(self, q, u=None):
+    def contract(self, q, u=None, trace=True):
         """``(tr, quad)``: tr[k] = tr(G^{-1} dG/dq_k), quad[k] = u^T dG/dq_k u (None without u).
 
-        Both shape ``(dim,)``; G^{-1} is computed here from G(q).
+        Both shape ``(dim,)``; G^{-1} is computed here from G(q).  With
+        ``trace=False`` (u required) only quad is computed, as the fixed-point
+        iterations of the momentum update do, and tr is None.
         """
         cdef cnp.ndarray qa = self._q(q)
-        G = self(qa)
-        cdef cnp.ndarray Ginv = np.ascontiguousarray(np.linalg.inv(G))
+        if not trace:
+            if u is None:
+                raise ValueError("trace=False needs u")
+            Ginv = np.eye(self.met.dim)
+        else:
+            Ginv = np.linalg.inv(self(qa))
+        Ginv = np.ascontiguousarray(Ginv)
+        cdef cnp.ndarray Gi = Ginv
         cdef cnp.ndarray tr = np.empty(self.met.dim)
+        cdef double *trp = <double *>cnp.PyArray_DATA(tr) if trace else NULL
         cdef cnp.ndarray quad = np.empty(self.met.dim)
         cdef cnp.ndarray ua = None
         cdef const double *up = NULL
@@ -102,10 +111,9 @@ cdef class Metric:
         cdef int status
         with nogil:
             status = self.met.contract(self.met.state, <const double *>cnp.PyArray_DATA(qa),
-                                       <const double *>cnp.PyArray_DATA(Ginv), up,
-                                       <double *>cnp.PyArray_DATA(tr), qp)
+                                       <const double *>cnp.PyArray_DATA(Gi), up, trp, qp)
         self.check_status(status)
-        return tr, (quad if u is not None else None)
+        return (tr if trace else None), (quad if u is not None else None)
 
     def matvec(self, q, v):
         """G(q) v, shape ``(dim,)``, by the metric's product (one pass over the
