@@ -93,7 +93,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--draws", type=int, default=300)
-    ap.add_argument("--warmup", type=int, default=600)
+    ap.add_argument("--warmup", type=int, default=2000,
+                    help="RNS-RMHMC exploration iterations (its training set)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--data", default=os.environ.get("FASTSURROGATE_DATA", "/work/shared/data"))
     a = ap.parse_args()
@@ -120,13 +121,18 @@ def main():
                                             n_threads=a.threads)
         cases.append(("bank", bank, 0.4, 6, 0.012, 45, 1000))
     for name, model, eps, L, heps, hL, s in cases:
+        # both samplers start from one state in the posterior's bulk (without
+        # it RMHMC with the paper's fixed step rejects everything on Bank)
+        qs = q0 if name == "simulated" else fs.sample(
+            model, method="nuts", n_draws=1, n_warmup=200, chains=1, seed=2,
+            progress=False).draws[0, -1]
         log(f"{name}: RMHMC")
         r_rm = fs.sample(model, method="rmhmc", n_draws=a.draws, n_warmup=20, chains=1, seed=3,
-                         progress=False, step_size=eps, n_steps=L, adapt=False, init=[q0] if name == "simulated" else None)
+                         progress=False, step_size=eps, n_steps=L, adapt=False, init=[qs])
         log(f"{name}: RNS-RMHMC")
         r_rns = fs.sample(model, method="rns-rmhmc", n_draws=a.draws * 3, n_warmup=a.warmup,
                           chains=1, seed=3, progress=False, rm_step_size=eps, rm_n_steps=L,
-                          step_size=heps, n_steps=hL, adapt=False, n_hidden=s)
+                          step_size=heps, n_steps=hL, adapt=False, n_hidden=s, init=[qs])
         e1, s1 = min_ess_per_s(r_rm)
         e2, s2 = min_ess_per_s(r_rns)
         print(f"{name}: RMHMC acc {r_rm.stats['accept_prob'].mean():.2f} "
