@@ -2,7 +2,12 @@
 
 1. Cost of one RMHMC iteration (Fisher metric, step 0.54, L = 2 fixed) over
    one exact-HMC iteration (step 0.045, L = 2 fixed) on the simulated logistic
-   regression (N = 100000, d = 50): interleaved repeats, medians.
+   regression (N = 100000, d = 50): interleaved repeats, medians.  Beside it
+   the parts, interleaved too, each over one gradient: the Fisher G(q)
+   (O(N d^2)), the trace-and-kinetic contraction (leverages by dgemm,
+   O(N d^2)), the kinetic contraction alone at a cached position and the
+   product G(q') v (O(N d) each: what one fixed-point iterate of eq. 7 and
+   eq. 8 costs), and the fixed-point iterates per step.
 2. Min ESS per second of sampling: RNS-RMHMC over RMHMC on the simulated
    regression (step 0.54, L = 2) and on Bank Marketing (step 0.4, L = 6),
    the paper's settings (RNS-HMC paper, Table 1: 36x and 26x).
@@ -30,6 +35,44 @@ def min_ess_per_s(res):
     return ess, ess / res.timings["sample"]
 
 
+def parts(model, q0, repeats):
+    """Medians (ms) of the pieces of a generalized leapfrog step, interleaved."""
+    M = FisherMetric(model)
+    rng = np.random.default_rng(5)
+    u = np.linalg.solve(M(q0), rng.normal(size=model.dim) * 100)
+    q1 = q0 + 1e-3 * rng.normal(size=model.dim)
+    G = M(q0)
+    fns = {"gradient": lambda: model.value_and_grad(q1),
+           "Fisher G(q)": lambda: M(q1),
+           "tr+quad (incl. G, inverse)": lambda: M.contract(q1, u),
+           "quad, cached w'": lambda: M.contract(q0, u, trace=False),
+           "G(q) v": lambda: M.matvec(q1, u)}
+    M.contract(q0, u)
+    out = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, f in fns.items():
+            if k == "quad, cached w'":
+                M.contract(q0, u)
+            t0 = time.perf_counter()
+            f()
+            out[k].append(time.perf_counter() - t0)
+    del G
+    return {k: np.median(v) * 1e3 for k, v in out.items()}
+
+
+def fixed_point_iterations(model, q0, n=10):
+    """Mean fixed-point iterates (eq. 7 and 8 together) of one L = 2 trajectory."""
+    M = FisherMetric(model)
+    rm = RMChain(model, M, None, None, q0, np.random.default_rng(1), step_size=0.54, n_steps=2)
+    L = np.linalg.cholesky(M(q0))
+    rng = np.random.default_rng(7)
+    its = []
+    for _ in range(n):
+        rm.leapfrog(q0, L @ rng.normal(size=model.dim), 0.54, 2)
+        its.append(rm.last_fixed_point_iterations)
+    return np.mean(its)
+
+
 def per_iteration(model, q0, repeats, n_iter):
     M = FisherMetric(model)
     g = np.random.default_rng(0)
@@ -50,7 +93,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--draws", type=int, default=300)
-    ap.add_argument("--warmup", type=int, default=600)
+    ap.add_argument("--warmup", type=int, default=2000,
+                    help="RNS-RMHMC exploration iterations (its training set)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--data", default=os.environ.get("FASTSURROGATE_DATA", "/work/shared/data"))
     a = ap.parse_args()
@@ -63,6 +107,12 @@ def main():
     print(f"simulated logistic N=100000 d=50, {a.threads} threads: exact HMC (L=2) "
           f"{th * 1e3:.2f} ms/iter, RMHMC (L=2, Fisher) {tr * 1e3:.2f} ms/iter, "
           f"ratio {tr / th:.2f} (target <= 3); not converged {nc}")
+    pt = parts(sim, q0, 2 * a.repeats + 1)
+    g = pt["gradient"]
+    print("  parts (ms, and in gradients): " + ", ".join(
+        f"{k} {v:.2f} ({v / g:.2f})" for k, v in pt.items()))
+    print(f"  fixed-point iterates per L=2 trajectory (eq. 7 + eq. 8): "
+          f"{fixed_point_iterations(sim, q0):.1f}")
     cases = [("simulated", sim, 0.54, 2, 0.045, 6, 2000)]
     path = os.path.join(a.data, "bank_marketing.npz")
     if os.path.exists(path):
@@ -71,13 +121,18 @@ def main():
                                             n_threads=a.threads)
         cases.append(("bank", bank, 0.4, 6, 0.012, 45, 1000))
     for name, model, eps, L, heps, hL, s in cases:
+        # both samplers start from one state in the posterior's bulk (without
+        # it RMHMC with the paper's fixed step rejects everything on Bank)
+        qs = q0 if name == "simulated" else fs.sample(
+            model, method="nuts", n_draws=1, n_warmup=200, chains=1, seed=2,
+            progress=False).draws[0, -1]
         log(f"{name}: RMHMC")
         r_rm = fs.sample(model, method="rmhmc", n_draws=a.draws, n_warmup=20, chains=1, seed=3,
-                         progress=False, step_size=eps, n_steps=L, adapt=False, init=[q0] if name == "simulated" else None)
+                         progress=False, step_size=eps, n_steps=L, adapt=False, init=[qs])
         log(f"{name}: RNS-RMHMC")
         r_rns = fs.sample(model, method="rns-rmhmc", n_draws=a.draws * 3, n_warmup=a.warmup,
                           chains=1, seed=3, progress=False, rm_step_size=eps, rm_n_steps=L,
-                          step_size=heps, n_steps=hL, adapt=False, n_hidden=s)
+                          step_size=heps, n_steps=hL, adapt=False, n_hidden=s, init=[qs])
         e1, s1 = min_ess_per_s(r_rm)
         e2, s2 = min_ess_per_s(r_rns)
         print(f"{name}: RMHMC acc {r_rm.stats['accept_prob'].mean():.2f} "

@@ -19,7 +19,13 @@
  *     (dim*dim); tr or quad may be NULL (then that output is skipped; u may
  *     be NULL when quad is).  A metric may cache what its eval at q computed
  *     (an eigendecomposition), but must check that q is the cached one.
- * Both return FS_OK or an FS_E* code; non-finite output with FS_OK is
+ * matvec(state, q, v, out):      out = G(q) v (dim), OPTIONAL (NULL: not
+ *     provided).  With it, the position update of the generalized leapfrog
+ *     (fs_rmhmc.h, eq. 8) needs one matrix-vector product per fixed-point
+ *     iterate instead of a whole G and its Cholesky factor: a GLM's Fisher
+ *     G v = X^T (W(Xq) X v) + P v is one pass over X (O(N d)), G is O(N d^2).
+ *     q need not be a point eval was called at.
+ * All return FS_OK or an FS_E* code; non-finite output with FS_OK is
  * treated by the samplers as a divergence.  A metric is NOT assumed
  * thread-safe: one chain uses it at a time.
  */
@@ -35,12 +41,15 @@ extern "C" {
 typedef int (*fs_metric_eval_fn)(void *state, const double *q, double *G);
 typedef int (*fs_metric_contract_fn)(void *state, const double *q, const double *Ginv,
                                      const double *u, double *tr, double *quad);
+typedef int (*fs_metric_matvec_fn)(void *state, const double *q, const double *v,
+                                   double *out);
 
 typedef struct fs_metric {
     void *state;
     fs_metric_eval_fn eval;
     fs_metric_contract_fn contract;
     int dim;
+    fs_metric_matvec_fn matvec;   /* appended; NULL when the metric has none */
 } fs_metric;
 
 #ifdef __cplusplus

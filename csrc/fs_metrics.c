@@ -4,6 +4,40 @@
 #include <string.h>
 
 #include "fs_metrics.h"
+#include "fs_kernel.h"
+
+/* Dot products with 8 partial sums in a fixed order: a single running sum
+   is bound by the latency of its additions (no -ffast-math here, so the
+   compiler keeps one); the same bits for any chunking of the rows. */
+FS__INLINE double mdot(const double *FS_RESTRICT x, const double *FS_RESTRICT y, size_t d)
+{
+    double a[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, s;
+    size_t j = 0, l;
+    for (; j + 8 <= d; j += 8)
+        for (l = 0; l < 8; l++) a[l] += x[j + l] * y[j + l];
+    s = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+    for (; j < d; j++) s += x[j] * y[j];
+    return s;
+}
+
+/* x . y and x . z in one sweep of x. */
+FS__INLINE void mdot2(const double *FS_RESTRICT x, const double *FS_RESTRICT y,
+                      const double *FS_RESTRICT z, size_t d, double *sy, double *sz)
+{
+    double a[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, b[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    double s, t;
+    size_t j = 0, l;
+    for (; j + 8 <= d; j += 8)
+        for (l = 0; l < 8; l++) {
+            a[l] += x[j + l] * y[j + l];
+            b[l] += x[j + l] * z[j + l];
+        }
+    s = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+    t = ((b[0] + b[4]) + (b[2] + b[6])) + ((b[1] + b[5]) + (b[3] + b[7]));
+    for (; j < d; j++) { s += x[j] * y[j]; t += x[j] * z[j]; }
+    *sy = s;
+    *sz = t;
+}
 
 /* ---- GLM Fisher metric ---------------------------------------------------- */
 
@@ -52,12 +86,16 @@ int fs_glm_metric_init(fs_glm_metric *s, const fs_glm *model, const fs_blas *bla
     if (c < 1) c = 1;
     s->chunk_rows = (model->n + c - 1) / c;
     s->n_chunks = (int)((model->n + s->chunk_rows - 1) / s->chunk_rows);
-    total = fisher_doubles + (size_t)s->n_chunks * (2 * d + FS_GLM_METRIC_BLOCK * (d + 3));
+    total = fisher_doubles + (size_t)s->n_chunks * (2 * d + FS_GLM_METRIC_BLOCK * (d + 3))
+            + model->n + d;
     s->own = malloc(sizeof(double) * total);
     if (s->own == NULL) return FS_ENOMEM;
     s->fisher_work = (double *)s->own;
     s->partials = s->fisher_work + fisher_doubles;
     s->ybuf = s->partials + (size_t)s->n_chunks * 2 * d;
+    s->dw = s->ybuf + (size_t)s->n_chunks * FS_GLM_METRIC_BLOCK * (d + 3);
+    s->cq = s->dw + model->n;
+    s->have_dw = 0;
     s->model = model;
     s->blas = blas;
     return FS_OK;
@@ -75,51 +113,110 @@ int fs_glm_metric_eval(void *state, const double *q, double *G)
     return fs_glm_fisher(s->model, q, G, s->fisher_work);
 }
 
-/* Rows [i0, i1): the partial sums of tr (with Ginv) and quad (with u). */
+/* Rows [i0, i1): the partial sums of tr (with Ginv) and quad (with u).
+   dw[i0..i1) holds w'(t_n) when have_dw, else it is computed and stored. */
+FS_CLONES
 static void glm_contract_chunk(const fs_glm_metric *s, const double *beta, const double *Ginv,
-                               const double *u, size_t i0, size_t i1,
-                               double *FS_RESTRICT ptr, double *FS_RESTRICT pquad,
-                               double *FS_RESTRICT ybuf)
+                               const double *u, size_t i0, size_t i1, int have_dw,
+                               double *FS_RESTRICT dw, double *FS_RESTRICT ptr,
+                               double *FS_RESTRICT pquad, double *FS_RESTRICT ybuf)
 {
     const fs_glm *m = s->model;
     const size_t d = m->d;
     const int di = (int)d;
     const double one = 1.0, zero = 0.0;
     double *Y = ybuf, *ct = ybuf + FS_GLM_METRIC_BLOCK * d;
-    double *cq = ct + FS_GLM_METRIC_BLOCK, *dwv = cq + FS_GLM_METRIC_BLOCK;
+    double *cq = ct + FS_GLM_METRIC_BLOCK;
     size_t i, r, j;
     if (ptr) memset(ptr, 0, sizeof(double) * d);
     if (pquad) memset(pquad, 0, sizeof(double) * d);
     for (i = i0; i < i1; i += FS_GLM_METRIC_BLOCK) {
         const size_t nb = i + FS_GLM_METRIC_BLOCK <= i1 ? FS_GLM_METRIC_BLOCK : i1 - i;
         const double *Xb = m->X + i * d;
-        for (r = 0; r < nb; r++) {
-            const double *x = Xb + r * d;
-            double t = 0.0, w, sq = 0.0;
-            for (j = 0; j < d; j++) t += x[j] * beta[j];
-            fs_glm_weight_deriv(m->family, m->sigma, t, &w, &dwv[r]);
-            if (pquad) {
-                for (j = 0; j < d; j++) sq += x[j] * u[j];
-                cq[r] = dwv[r] * sq * sq;
+        double *dwb = dw + i;
+        if (!have_dw)
+            for (r = 0; r < nb; r++) {
+                double w;
+                fs_glm_weight_deriv(m->family, m->sigma, mdot(Xb + r * d, beta, d), &w, &dwb[r]);
             }
-        }
         if (ptr) {
-            /* column-major: Y^T (d x nb) = Ginv (d x d, symmetric) X_b^T (d x nb) */
+            /* column-major: Y^T (d x nb) = Ginv (d x d, symmetric) X_b^T (d x nb);
+               h_n = x_n . (Ginv x_n), the leverage */
             const int nbi = (int)nb;
             s->blas->dgemm("N", "N", &di, &nbi, &di, &one, Ginv, &di, Xb, &di, &zero, Y, &di);
-            for (r = 0; r < nb; r++) {
-                const double *x = Xb + r * d, *y = Y + r * d;
-                double h = 0.0;
-                for (j = 0; j < d; j++) h += x[j] * y[j];
-                ct[r] = dwv[r] * h;
-            }
+            for (r = 0; r < nb; r++) ct[r] = dwb[r] * mdot(Xb + r * d, Y + r * d, d);
         }
+        if (pquad)
+            for (r = 0; r < nb; r++) {
+                const double sq = mdot(Xb + r * d, u, d);
+                cq[r] = dwb[r] * sq * sq;
+            }
         for (r = 0; r < nb; r++) {
             const double *x = Xb + r * d;
-            if (ptr) { const double c = ct[r]; for (j = 0; j < d; j++) ptr[j] += c * x[j]; }
-            if (pquad) { const double c = cq[r]; for (j = 0; j < d; j++) pquad[j] += c * x[j]; }
+            if (ptr && pquad) {
+                const double c = ct[r], e = cq[r];
+                for (j = 0; j < d; j++) { ptr[j] += c * x[j]; pquad[j] += e * x[j]; }
+            } else if (ptr) {
+                const double c = ct[r];
+                for (j = 0; j < d; j++) ptr[j] += c * x[j];
+            } else if (pquad) {
+                const double e = cq[r];
+                for (j = 0; j < d; j++) pquad[j] += e * x[j];
+            }
         }
     }
+}
+
+/* Rows [i0, i1): partial sum of w(x_n . q) (x_n . v) x_n. */
+FS_CLONES
+static void glm_matvec_chunk(const fs_glm_metric *s, const double *q, const double *v,
+                             size_t i0, size_t i1, double *FS_RESTRICT part)
+{
+    const fs_glm *m = s->model;
+    const size_t d = m->d;
+    size_t i, j;
+    memset(part, 0, sizeof(double) * d);
+    for (i = i0; i < i1; i++) {
+        const double *x = m->X + i * d;
+        double t, sv, w, dw;
+        mdot2(x, q, v, d, &t, &sv);
+        fs_glm_weight_deriv(m->family, m->sigma, t, &w, &dw);
+        w *= sv;
+        for (j = 0; j < d; j++) part[j] += w * x[j];
+    }
+}
+
+int fs_glm_metric_matvec(void *state, const double *q, const double *v, double *out)
+{
+    fs_glm_metric *s = (fs_glm_metric *)state;
+    const fs_glm *m = s->model;
+    const size_t d = m->d, n = m->n;
+    const int nc = s->n_chunks;
+    int c;
+    size_t j;
+#ifdef _OPENMP
+    {
+        const int nt = m->n_threads < nc ? m->n_threads : nc;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+        for (c = 0; c < nc; c++) {
+            const size_t i0 = (size_t)c * s->chunk_rows;
+            const size_t i1 = i0 + s->chunk_rows < n ? i0 + s->chunk_rows : n;
+            glm_matvec_chunk(s, q, v, i0, i1, s->partials + (size_t)c * 2 * d);
+        }
+    }
+#else
+    for (c = 0; c < nc; c++) {
+        const size_t i0 = (size_t)c * s->chunk_rows;
+        const size_t i1 = i0 + s->chunk_rows < n ? i0 + s->chunk_rows : n;
+        glm_matvec_chunk(s, q, v, i0, i1, s->partials + (size_t)c * 2 * d);
+    }
+#endif
+    for (j = 0; j < d; j++) out[j] = m->prior_prec != NULL ? m->prior_prec[j] * v[j] : 0.0;
+    for (c = 0; c < nc; c++) {           /* chunk order: deterministic */
+        const double *pp = s->partials + (size_t)c * 2 * d;
+        for (j = 0; j < d; j++) out[j] += pp[j];
+    }
+    return FS_OK;
 }
 
 int fs_glm_metric_contract(void *state, const double *q, const double *Ginv,
@@ -129,11 +226,13 @@ int fs_glm_metric_contract(void *state, const double *q, const double *Ginv,
     const fs_glm *m = s->model;
     const size_t d = m->d, n = m->n, ys = FS_GLM_METRIC_BLOCK * (d + 3);
     const int nc = s->n_chunks;
-    int c;
+    int c, have;
     size_t j;
     if (tr == NULL && quad == NULL) return FS_OK;
     if (quad != NULL && u == NULL) return FS_EINVAL;
     if (tr != NULL && Ginv == NULL) return FS_EINVAL;
+    have = s->have_dw && memcmp(q, s->cq, sizeof(double) * d) == 0;
+    s->have_dw = 0;
 #ifdef _OPENMP
     {
         const int nt = m->n_threads < nc ? m->n_threads : nc;
@@ -142,8 +241,8 @@ int fs_glm_metric_contract(void *state, const double *q, const double *Ginv,
             const size_t i0 = (size_t)c * s->chunk_rows;
             const size_t i1 = i0 + s->chunk_rows < n ? i0 + s->chunk_rows : n;
             double *pp = s->partials + (size_t)c * 2 * d;
-            glm_contract_chunk(s, q, Ginv, u, i0, i1, tr ? pp : NULL, quad ? pp + d : NULL,
-                               s->ybuf + (size_t)c * ys);
+            glm_contract_chunk(s, q, Ginv, u, i0, i1, have, s->dw, tr ? pp : NULL,
+                               quad ? pp + d : NULL, s->ybuf + (size_t)c * ys);
         }
     }
 #else
@@ -151,10 +250,12 @@ int fs_glm_metric_contract(void *state, const double *q, const double *Ginv,
         const size_t i0 = (size_t)c * s->chunk_rows;
         const size_t i1 = i0 + s->chunk_rows < n ? i0 + s->chunk_rows : n;
         double *pp = s->partials + (size_t)c * 2 * d;
-        glm_contract_chunk(s, q, Ginv, u, i0, i1, tr ? pp : NULL, quad ? pp + d : NULL,
-                           s->ybuf + (size_t)c * ys);
+        glm_contract_chunk(s, q, Ginv, u, i0, i1, have, s->dw, tr ? pp : NULL,
+                           quad ? pp + d : NULL, s->ybuf + (size_t)c * ys);
     }
 #endif
+    memcpy(s->cq, q, sizeof(double) * d);
+    s->have_dw = 1;
     if (tr) memset(tr, 0, sizeof(double) * d);
     if (quad) memset(quad, 0, sizeof(double) * d);
     for (c = 0; c < nc; c++) {           /* chunk order: deterministic */

@@ -5,8 +5,10 @@
  *   dG/db_k = X^T diag(w'(t) X[:, k]) X,  t = X b, so that
  *   tr(G^{-1} dG_k) = sum_n w'(t_n) X_nk h_n,   h_n = x_n^T G^{-1} x_n
  *   u^T dG_k u      = sum_n w'(t_n) X_nk (x_n . u)^2
- * Each is one pass over X (tr: a small dgemm per block of rows, the
- * d^2 per row that h_n costs); both together share the pass.
+ * Each is one pass over X (tr: a dgemm per block of rows, the d^2 per row
+ * that h_n costs); both together share the pass.  w'(t_n) is cached for the
+ * last position contracted at: the fixed-point iterations of eq. 7 contract
+ * quad at one q many times, each then one pass of 2 d flops per row.
  *
  * Network SoftAbs metric (Betancourt 2013) of a random-basis network's
  * Hessian H (RNS-HMC paper section 3.4): H = Q diag(l) Q^T,
@@ -33,8 +35,8 @@
 extern "C" {
 #endif
 
-/* Rows per block of the GLM contraction pass. */
-#define FS_GLM_METRIC_BLOCK 64
+/* Rows per block of the GLM contraction pass (one dgemm per block). */
+#define FS_GLM_METRIC_BLOCK 128
 
 typedef struct fs_glm_metric {
     const fs_glm *model;      /* borrowed */
@@ -44,6 +46,9 @@ typedef struct fs_glm_metric {
     double *fisher_work;      /* owned (all below are in one allocation) */
     double *partials;         /* n_chunks * 2 d */
     double *ybuf;             /* n_chunks * (FS_GLM_METRIC_BLOCK * (d + 3)) */
+    double *dw;               /* n: w'(x_n . cq), valid when have_dw */
+    double *cq;               /* d: the position dw belongs to */
+    int have_dw;
     void *own;
 } fs_glm_metric;
 
@@ -54,6 +59,11 @@ void fs_glm_metric_free(fs_glm_metric *s);
 int fs_glm_metric_eval(void *state, const double *q, double *G);
 int fs_glm_metric_contract(void *state, const double *q, const double *Ginv,
                            const double *u, double *tr, double *quad);
+/* fs_metric_matvec_fn: out = G(q) v = X^T (w(Xq) o X v) + P v, one pass over X
+ * (fixed chunks summed in chunk order: the same bits for any thread count).
+ * The position update (RNS-HMC paper eq. 8) needs G(q')^{-1} p at each
+ * iterate q'; fs_rmhmc solves it with this product (fs_rmhmc.h). */
+int fs_glm_metric_matvec(void *state, const double *q, const double *v, double *out);
 /* The expected-information weight w(t) and dw/dt of a family (sigma: the
  * gaussian noise sd): logistic s(1-s), (1-2s) w; probit m(t) m(-t) with the
  * inverse Mills ratio m, w (m(-t) - m(t) - 2t); poisson e^t twice; gaussian

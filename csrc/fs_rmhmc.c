@@ -96,17 +96,17 @@ static double max_abs_diff(const double *a, const double *b, int d, double *amax
 
 /* ---- workspace ---------------------------------------------------------- */
 /* layout: proposal point (3 dim + 3 dim^2), p, z (2 dim), leapfrog scratch
-   (8 dim), tmp (dim^2). */
+   (11 dim), tmp (dim^2). */
 size_t fs_rmhmc_workspace_size(int dim)
 {
     const size_t d = (size_t)(dim > 0 ? dim : 1);
-    return 4 * d * d + 16 * d;
+    return 4 * d * d + 19 * d;
 }
 
 #define W_PROP(w, d) (w)
 #define W_P(w, d) ((w) + 3 * (size_t)(d) + 3 * (size_t)(d) * (d))
 #define W_LF(w, d) (W_P(w, d) + 2 * (size_t)(d))
-#define W_TMP(w, d) (W_LF(w, d) + 8 * (size_t)(d))
+#define W_TMP(w, d) (W_LF(w, d) + 11 * (size_t)(d))
 
 static int same_potential(const fs_potential *a, const fs_potential *b)
 {
@@ -202,20 +202,72 @@ static void momentum_update(const double *p0, double h, const double *grad, cons
     for (i = 0; i < d; i++) out[i] = p0[i] - h * (grad[i] + 0.5 * tr[i] - 0.5 * quad[i]);
 }
 
+/* eq. 8 by the metric's matrix-vector product (fs_metric.h): the iterate
+   q_{k+1} = q + eps/2 (v0 + y_k) with y_k -> G(q_{k+1})^{-1} p_h by one
+   preconditioned Richardson step per iterate,
+       y_{k+1} = y_k + G(q)^{-1} (p_h - G(q_{k+1}) y_k),
+   G(q)^{-1} known from the step's start.  Both equations have the same
+   fixed point as eq. 8; the change of q is eps/2 times the change of y, so
+   the test on the q-iterate bounds both.  The contraction factor is
+   ||I - G(q)^{-1} G(q')||, small when the metric changes little over a step
+   (a GLM's posterior: O(eps / sqrt(N))).  One pass over X per iterate
+   instead of an O(N d^2) Fisher and a Cholesky factorisation.
+   On entry pt->q = q0 + eps v0; on FS_OK pt->q is q' (G not evaluated). */
+static int position_matvec(const fs_rmhmc_config *cfg, double eps, const fs_metric *metric,
+                           fs_rmhmc_point *pt, const double *x, const double *v0,
+                           const double *q0, double *FS_RESTRICT y, double *FS_RESTRICT r,
+                           double *FS_RESTRICT dy, int *fp_iter)
+{
+    const int d = cfg->dim, maxit = cfg->max_fixed_point;
+    const double half = 0.5 * eps, tol = cfg->fixed_point_tol;
+    double diff, amax;
+    int k, i, status;
+    memcpy(y, v0, sizeof(double) * (size_t)d);
+    for (k = 0; k < maxit; k++) {
+        status = metric->matvec(metric->state, pt->q, y, r);
+        if (status != FS_OK) return status;
+        if (fp_iter) (*fp_iter)++;
+        for (i = 0; i < d; i++) r[i] = x[i] - r[i];
+        symv(pt->Ginv, d, r, dy);
+        diff = 0.0;
+        amax = 0.0;
+        for (i = 0; i < d; i++) {
+            const double qn = q0[i] + half * (v0[i] + y[i] + dy[i]);
+            const double e = fabs(qn - pt->q[i]), a = fabs(qn);
+            y[i] += dy[i];
+            if (e > diff || e != e) diff = e;
+            if (a > amax) amax = a;
+            pt->q[i] = qn;
+        }
+        if (!fs_hmc_all_finite(pt->q, d)) return FS_ENONFINITE;
+        if (diff <= tol * (1.0 + amax)) return FS_OK;
+    }
+    return FS_RMHMC_NOT_CONVERGED;
+}
+
+/* One generalized leapfrog step (eq. 7-9).  prev: 1 when lf holds the
+   previous step's half-step momentum x_prev and its eq. 9 quad at this
+   pt->q (steps 2..L): then eq. 7 starts from x0 = p - eps/2 dH/dq(q, x_prev)
+   = 2 p - x_prev, the first fixed-point iterate from x_prev, without its
+   pass over the data.  The fixed point (and so the step) is the same. */
 static int one_step(const fs_rmhmc_config *cfg, double eps, const fs_potential *drive,
                     const fs_metric *metric, fs_rmhmc_point *pt, double *FS_RESTRICT p,
                     double *FS_RESTRICT lf, double *FS_RESTRICT tmp, int want_value,
-                    int *fp_iter)
+                    int prev, int *fp_iter)
 {
     const int d = cfg->dim, maxit = cfg->max_fixed_point;
     const double half = 0.5 * eps, tol = cfg->fixed_point_tol;
     double *u = lf, *quad = lf + d, *x = lf + 2 * (size_t)d, *xn = lf + 3 * (size_t)d;
     double *v0 = lf + 4 * (size_t)d, *v1 = lf + 5 * (size_t)d, *q0 = lf + 6 * (size_t)d;
+    double *y = lf + 7 * (size_t)d, *r = lf + 8 * (size_t)d, *dy = lf + 9 * (size_t)d;
     double amax, diff, u_end = NAN;
     int k, status, conv = 0;
 
-    /* eq. 7: p_h = p - eps/2 dH/dq(q, p_h), by fixed-point iteration from p */
-    memcpy(x, p, sizeof(double) * (size_t)d);
+    /* eq. 7: p_h = p - eps/2 dH/dq(q, p_h), by fixed-point iteration */
+    if (prev)
+        momentum_update(p, half, pt->grad, pt->tr, quad, x, d);
+    else
+        memcpy(x, p, sizeof(double) * (size_t)d);
     for (k = 0; k < maxit; k++) {
         symv(pt->Ginv, d, x, u);
         status = metric->contract(metric->state, pt->q, pt->Ginv, u, NULL, quad);
@@ -229,13 +281,27 @@ static int one_step(const fs_rmhmc_config *cfg, double eps, const fs_potential *
     }
     if (!conv) return FS_RMHMC_NOT_CONVERGED;
 
-    /* eq. 8: q' = q + eps/2 (G(q)^-1 + G(q')^-1) p_h; the iterate whose own
-       update moved it by less than the tolerance is q' (its G is known). */
+    /* eq. 8: q' = q + eps/2 (G(q)^-1 + G(q')^-1) p_h */
     symv(pt->Ginv, d, x, v0);
     memcpy(q0, pt->q, sizeof(double) * (size_t)d);
     for (k = 0; k < d; k++) pt->q[k] = q0[k] + eps * v0[k];
     conv = 0;
-    for (k = 0; k < maxit; k++) {
+    if (metric->matvec != NULL) {
+        status = position_matvec(cfg, eps, metric, pt, x, v0, q0, y, r, dy, fp_iter);
+        if (status == FS_OK) {
+            status = metric_at(metric, pt->q, pt->L, pt->Ginv, &pt->logdet, tmp, d);
+            if (status != FS_OK) return status;
+            symv(pt->Ginv, d, x, v1);
+            conv = 1;
+        } else if (status != FS_RMHMC_NOT_CONVERGED && status != FS_ENONFINITE) {
+            return status;
+        } else {   /* the Richardson step did not contract: whole metrics below */
+            for (k = 0; k < d; k++) pt->q[k] = q0[k] + eps * v0[k];
+        }
+    }
+    /* without a product: the iterate whose own update moved it by less than
+       the tolerance is q' (its G is known) */
+    for (k = 0; !conv && k < maxit; k++) {
         int i;
         status = metric_at(metric, pt->q, pt->L, pt->Ginv, &pt->logdet, tmp, d);
         if (status != FS_OK) return status;
@@ -274,7 +340,7 @@ int fs_rmhmc_leapfrog(const fs_rmhmc_config *cfg, double eps, int n_steps,
     int s, status;
     for (s = 1; s <= n_steps; s++) {
         status = one_step(cfg, eps, drive, metric, pt, p, W_LF(work, d), W_TMP(work, d),
-                          s == n_steps, fp_iter);
+                          s == n_steps, s > 1, fp_iter);
         if (status != FS_OK) return status;
     }
     return FS_OK;

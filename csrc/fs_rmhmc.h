@@ -21,7 +21,11 @@
  * reversible volume-preserving map, so the chain targets exp(-U_judge).
  *
  * Metric G is factored (Cholesky) once per evaluation; G^{-1} is formed
- * from the factor (dim^3, small next to a data pass).
+ * from the factor (dim^3, small next to a data pass).  With a metric that
+ * has a product (fs_metric.h matvec), eq. 8 needs one G(q')v per iterate
+ * (Richardson preconditioned by G(q), the same fixed point) and G itself
+ * only once per step, at the converged q'; should that iteration not
+ * converge, the step falls back to a whole G per iterate.
  */
 #ifndef FS_RMHMC_H
 #define FS_RMHMC_H

@@ -51,6 +51,92 @@ def test_fisher_metric_matches_model_and_finite_differences(family):
     check_contractions(M, q, np.array([0.3, 0.1, -0.5, 1.0]))
 
 
+def glm_weights_numpy(m, q):
+    """w(t), w'(t) of the expected information, t = X q, in NumPy."""
+    t = m.X @ q
+    fam = type(m).__name__
+    if fam == "LogisticRegression":
+        s = 1 / (1 + np.exp(-t))
+        w = s * (1 - s)
+        return w, w * (1 - 2 * s)
+    if fam == "PoissonRegression":
+        return np.exp(t), np.exp(t)
+    if fam == "LinearRegression":
+        return np.full_like(t, 1.0), np.zeros_like(t)
+    from scipy.stats import norm
+    m1, m2 = norm.pdf(t) / norm.cdf(t), norm.pdf(t) / norm.sf(t)
+    w = m1 * m2
+    return w, w * (m2 - m1 - 2 * t)
+
+
+@pytest.mark.parametrize("family", ["logistic", "probit", "poisson", "linear"])
+def test_fisher_matvec_and_contractions_match_numpy(family):
+    m = glm(family)
+    M = FisherMetric(m)
+    q = np.array([0.1, -0.2, 0.3, 0.05])
+    v = np.array([0.3, 0.1, -0.5, 1.0])
+    G = M(q)
+    Gv = M.matvec(q, v)
+    w, dw = glm_weights_numpy(m, q)
+    ref = m.X.T @ (w * (m.X @ v)) + (G - m.X.T @ (w[:, None] * m.X)) @ v
+    np.testing.assert_allclose(Gv, G @ v, rtol=1e-12, atol=1e-12 * np.abs(G @ v).max())
+    np.testing.assert_allclose(Gv, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+    # finite differences of G(q + h e_k) v: the product follows q like G does
+    h = 1e-5
+    for k in range(4):
+        e = np.eye(4)[k]
+        fd = (M.matvec(q + h * e, v) - M.matvec(q - h * e, v)) / (2 * h)
+        dG = (M(q + h * e) - M(q - h * e)) / (2 * h)
+        np.testing.assert_allclose(fd, dG @ v, rtol=0, atol=1e-7 * (np.abs(dG @ v).max() + 1))
+    # the contractions (w' cached per position) against NumPy: the leverage
+    # form tr_k = sum_n w'_n x_nk (x_n G^-1 x_n), quad_k = sum_n w'_n x_nk (x_n u)^2
+    Gi = np.linalg.inv(G)
+    lev = np.einsum("ni,ij,nj->n", m.X, Gi, m.X)
+    tr_ref, quad_ref = m.X.T @ (dw * lev), m.X.T @ (dw * (m.X @ v) ** 2)
+    q2 = q + 0.05
+    for point in (q, q, q2, q):          # the cache must follow the position
+        tr, quad = M.contract(point, v)
+        if point is q:
+            np.testing.assert_allclose(tr, tr_ref, rtol=1e-11, atol=1e-13)
+            np.testing.assert_allclose(quad, quad_ref, rtol=1e-11, atol=1e-13)
+    fresh = FisherMetric(m)
+    t1, k1 = fresh.contract(q2, v)
+    t2, k2 = M.contract(q2, v)
+    M.contract(q2, v)
+    t3, k3 = M.contract(q2, v)
+    assert np.array_equal(t1, t2) and np.array_equal(k1, k2)
+    assert np.array_equal(t1, t3) and np.array_equal(k1, k3)
+
+
+def test_fisher_matvec_same_bits_for_any_thread_count():
+    X, y, _ = fs.datasets.simulate_logistic(40000, 6, seed=2)
+    q = np.linspace(-0.3, 0.3, 6)
+    v = np.linspace(1.0, -2.0, 6)
+    outs = [FisherMetric(fs.models.LogisticRegression(X, y, prior_sd=10.0, n_threads=t))
+            .matvec(q, v) for t in (1, 2, 3)]
+    assert all(np.array_equal(outs[0], o) for o in outs[1:])
+
+
+def test_position_update_by_products_matches_whole_metrics():
+    """eq. 8 solved with G v products (FisherMetric) and with whole metrics
+    (the same G through CallableMetric, which has no product) agree."""
+    m = glm("logistic", n=2000, d=3)
+    M = FisherMetric(m)
+    w_dw = lambda q: glm_weights_numpy(m, q)
+    C = CallableMetric(lambda q: M(q),
+                       lambda q: np.einsum("n,nk,ni,nj->kij", w_dw(q)[1], m.X, m.X, m.X), 3)
+    q = np.array([0.2, -0.1, 0.4])
+    p = np.array([3.0, -2.0, 1.5])
+    out = []
+    for metric in (M, C):
+        chain = RMChain(m, metric, None, None, q, np.random.default_rng(0), max_fixed_point=200,
+                        fixed_point_tol=1e-13)
+        out.append(chain.leapfrog(q, p, 0.1, 3))
+        assert chain.last_fixed_point_iterations < 100
+    np.testing.assert_allclose(out[0][0], out[1][0], rtol=0, atol=1e-10)
+    np.testing.assert_allclose(out[0][1], out[1][1], rtol=0, atol=1e-9 * np.abs(p).max())
+
+
 @pytest.mark.parametrize("family, code", [("logistic", 0), ("probit", 1), ("poisson", 2)])
 def test_glm_weight_derivative(family, code):
     t = np.linspace(-6, 6, 25)
@@ -126,6 +212,7 @@ def test_generalized_leapfrog_reversible_and_volume_preserving(kind):
     chain = RMChain(pot, M, None, None, q, np.random.default_rng(0), max_fixed_point=200,
                     fixed_point_tol=1e-15)
     q1, p1 = chain.leapfrog(q, p, eps, 3)
+    assert chain.last_fixed_point_iterations < 200     # no fall-back from the G v products
     assert np.abs(q1 - q).max() > 1e-3
     q2, p2 = chain.leapfrog(q1, -p1, eps, 3)
     np.testing.assert_allclose(q2, q, rtol=0, atol=1e-10)

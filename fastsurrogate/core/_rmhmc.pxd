@@ -7,11 +7,14 @@ cdef extern from "fs_metric.h" nogil:
     ctypedef int (*fs_metric_contract_fn)(void *state, const double *q, const double *Ginv,
                                           const double *u, double *tr,
                                           double *quad) noexcept nogil
+    ctypedef int (*fs_metric_matvec_fn)(void *state, const double *q, const double *v,
+                                        double *out) noexcept nogil
     ctypedef struct fs_metric:
         void *state
         fs_metric_eval_fn eval
         fs_metric_contract_fn contract
         int dim
+        fs_metric_matvec_fn matvec
 
 cdef extern from "fs_metrics.h" nogil:
     ctypedef struct fs_glm_metric:
@@ -21,6 +24,7 @@ cdef extern from "fs_metrics.h" nogil:
     int fs_glm_metric_eval(void *state, const double *q, double *G)
     int fs_glm_metric_contract(void *state, const double *q, const double *Ginv,
                                const double *u, double *tr, double *quad)
+    int fs_glm_metric_matvec(void *state, const double *q, const double *v, double *out)
     int fs_glm_weight_deriv(int family, double sigma, double t, double *w, double *dw)
     int fs_network_metric_eval(void *state, const double *q, double *G)
     int fs_network_metric_contract(void *state, const double *q, const double *Ginv,

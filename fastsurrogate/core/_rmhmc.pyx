@@ -45,6 +45,7 @@ cdef class Metric:
         self.met.state = NULL
         self.met.eval = NULL
         self.met.contract = NULL
+        self.met.matvec = NULL
         self.met.dim = 0
         self._error = None
 
@@ -81,15 +82,24 @@ cdef class Metric:
         self.check_status(status)
         return G
 
-    def contract(self, q, u=None):
+    def contract(self, q, u=None, trace=True):
         """``(tr, quad)``: tr[k] = tr(G^{-1} dG/dq_k), quad[k] = u^T dG/dq_k u (None without u).
 
-        Both shape ``(dim,)``; G^{-1} is computed here from G(q).
+        Both shape ``(dim,)``; G^{-1} is computed here from G(q).  With
+        ``trace=False`` (u required) only quad is computed, as the fixed-point
+        iterations of the momentum update do, and tr is None.
         """
         cdef cnp.ndarray qa = self._q(q)
-        G = self(qa)
-        cdef cnp.ndarray Ginv = np.ascontiguousarray(np.linalg.inv(G))
+        if not trace:
+            if u is None:
+                raise ValueError("trace=False needs u")
+            Ginv = np.eye(self.met.dim)
+        else:
+            Ginv = np.linalg.inv(self(qa))
+        Ginv = np.ascontiguousarray(Ginv)
+        cdef cnp.ndarray Gi = Ginv
         cdef cnp.ndarray tr = np.empty(self.met.dim)
+        cdef double *trp = <double *>cnp.PyArray_DATA(tr) if trace else NULL
         cdef cnp.ndarray quad = np.empty(self.met.dim)
         cdef cnp.ndarray ua = None
         cdef const double *up = NULL
@@ -101,10 +111,28 @@ cdef class Metric:
         cdef int status
         with nogil:
             status = self.met.contract(self.met.state, <const double *>cnp.PyArray_DATA(qa),
-                                       <const double *>cnp.PyArray_DATA(Ginv), up,
-                                       <double *>cnp.PyArray_DATA(tr), qp)
+                                       <const double *>cnp.PyArray_DATA(Gi), up, trp, qp)
         self.check_status(status)
-        return tr, (quad if u is not None else None)
+        return (tr if trace else None), (quad if u is not None else None)
+
+    def matvec(self, q, v):
+        """G(q) v, shape ``(dim,)``, by the metric's product (one pass over the
+        data for :class:`FisherMetric`); TypeError for a metric without one.
+
+        Example: ``FisherMetric(model).matvec(q, v)`` equals ``M(q) @ v``.
+        """
+        cdef cnp.ndarray qa = self._q(q)
+        cdef cnp.ndarray va = self._q(v)
+        cdef cnp.ndarray out = np.empty(self.met.dim)
+        cdef int status
+        if self.met.matvec == NULL:
+            raise TypeError(f"{type(self).__name__} has no matrix-vector product")
+        with nogil:
+            status = self.met.matvec(self.met.state, <const double *>cnp.PyArray_DATA(qa),
+                                     <const double *>cnp.PyArray_DATA(va),
+                                     <double *>cnp.PyArray_DATA(out))
+        self.check_status(status)
+        return out
 
 
 cdef class FisherMetric(Metric):
@@ -139,6 +167,7 @@ cdef class FisherMetric(Metric):
         self.met.state = &self.gm
         self.met.eval = fs_glm_metric_eval
         self.met.contract = fs_glm_metric_contract
+        self.met.matvec = fs_glm_metric_matvec
         self.met.dim = model.pot.dim
 
     def __dealloc__(self):
@@ -347,6 +376,7 @@ cdef class RMChain:
     cdef object generator, lock
     cdef cnp.ndarray _pt, _work
     cdef readonly long n_not_converged
+    cdef readonly int last_fixed_point_iterations
 
     def __init__(self, Potential drive not None, Metric metric not None, Potential judge,
                  Metric judge_metric, q0, generator, double step_size=0.1, int n_steps=2,
@@ -471,7 +501,9 @@ cdef class RMChain:
     def leapfrog(self, q, p, double step_size, int n_steps=1):
         """``(q', p')`` after n_steps generalized leapfrog steps of the drive (for tests).
 
-        A non-converged fixed point or a divergence raises.
+        A non-converged fixed point or a divergence raises.  The fixed-point
+        iterations of both implicit updates, summed, go to
+        ``last_fixed_point_iterations``.
         """
         cdef int d = self.cfg.dim
         cdef cnp.ndarray pt = np.zeros(3 * d + 3 * d * d)
@@ -479,6 +511,7 @@ cdef class RMChain:
         cdef cnp.ndarray work = np.zeros(fs_rmhmc_workspace_size(d))
         cdef fs_rmhmc_point P
         cdef double *b = <double *>cnp.PyArray_DATA(pt)
+        cdef int fpi = 0
         if pa.shape[0] != d:
             raise ValueError(f"p must have shape ({d},)")
         pt[:d] = np.asarray(q, dtype=np.float64).ravel()
@@ -495,7 +528,8 @@ cdef class RMChain:
                 status = fs_rmhmc_leapfrog(&self.cfg, step_size, n_steps, &self.drive.pot,
                                            &self.metric.met, &P,
                                            <double *>cnp.PyArray_DATA(pa),
-                                           <double *>cnp.PyArray_DATA(work), NULL)
+                                           <double *>cnp.PyArray_DATA(work), &fpi)
+        self.last_fixed_point_iterations = fpi
         if status == FS_RMHMC_NOT_CONVERGED:
             raise RuntimeError("the fixed-point iteration did not converge")
         self._raise(status, "leapfrog")
