@@ -1,35 +1,7 @@
 """Helpers shared by the paper bench scripts (run as ``python bench/<script>.py``)."""
-import os
-import platform
-import sys
-
-import numpy as np
-
-import fastsurrogate as fs
-
-
-def log(msg):
-    """Progress message to stderr (the tables go to stdout or --out)."""
-    print(msg, file=sys.stderr, flush=True)
-
-
-def cpu_model():
-    """The CPU's model name from /proc/cpuinfo, or "" where there is none."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
-
-
-def machine_line():
-    """One line naming the machine and the versions a report was made with."""
-    return (f"machine: {cpu_model() or platform.machine()}, {os.cpu_count()} CPUs; "
-            f"python {platform.python_version()}, numpy {np.__version__}, "
-            f"fastsurrogate {fs.__version__}")
+# the machine description and progress messages are the ones the installed
+# `fastsurrogate reproduce` writes
+from fastsurrogate.reproduce._report import log, cpu_model, machine_line  # noqa: F401
 
 
 def save(text, out):
