@@ -582,3 +582,21 @@ def test_whitened_inputs_fold_into_the_weights_and_help_correlated_targets():
     assert net.info["inputs"] == "standardised"
     with pytest.raises(ValueError):
         train_random_network(Q, u, n_hidden=10, standardize="yes")
+
+
+@pytest.mark.parametrize("n", [40, 300])
+def test_ridge_path_primal_and_dual_agree(n):
+    # fewer training points than units (n = 40 < s = 120) takes the dual
+    # N x N system; it must solve the same ridge problem as the s x s normal
+    # equations (solved here independently by an augmented least squares)
+    from fastsurrogate.surrogates.random_network import _ridge_path
+    rng = np.random.default_rng(3)
+    H = rng.normal(size=(n, 120))
+    y = rng.normal(size=n)
+    Hc, yc = H - H.mean(axis=0), y - y.mean()
+    for r, (v, b) in zip((1e-6, 1e-2), _ridge_path(H, y, (1e-6, 1e-2))):
+        lam = r * np.trace(Hc.T @ Hc) / H.shape[1]
+        A = np.vstack([Hc, np.sqrt(lam) * np.eye(H.shape[1])])
+        ref = np.linalg.lstsq(A, np.concatenate([yc, np.zeros(H.shape[1])]), rcond=None)[0]
+        np.testing.assert_allclose(v, ref, rtol=1e-7, atol=1e-9)
+        assert b == pytest.approx(y.mean() - H.mean(axis=0) @ ref, rel=1e-8, abs=1e-10)
