@@ -251,7 +251,7 @@ def logistic_reference():
 @pytest.mark.parametrize("method, kw", [
     ("rmhmc", dict(n_steps=3)),
     ("rns-rmhmc", dict(n_hidden=300, rm_n_steps=3)),
-    ("rns-rmhmc", dict(n_hidden=300, rm_n_steps=3, test_metric="surrogate")),
+    ("rns-rmhmc", dict(n_hidden=300, rm_n_steps=3, test_metric="exact")),
 ])
 def test_rmhmc_exact_on_logistic_regression(logistic_reference, method, kw):
     m, ref = logistic_reference
