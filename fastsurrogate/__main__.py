@@ -64,6 +64,10 @@ def demo(argv):
                     help="comma-separated subset of hmc,rns-hmc,arns-hmc,nnghmc,vhmc "
                          "(HMC always runs: it is the baseline)")
     args = ap.parse_args(argv)
+    for name in ("n", "draws", "threads"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            ap.error(f"--{name} must be >= 1, got {value}")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = sorted(set(methods) - {"hmc", "rns-hmc", "arns-hmc", "nnghmc", "vhmc"})
     if unknown:
