@@ -419,3 +419,71 @@ def test_smw_online_equals_batch(s, d, n, ridge, seed, how):
     np.testing.assert_allclose(tr.weights, ref, rtol=0, atol=atol)
     np.testing.assert_allclose(one.weights, ref, rtol=0, atol=atol)
     np.testing.assert_allclose(batch, ref, rtol=0, atol=atol)
+
+
+# -- random bad inputs: the documented error, before the potential is evaluated -----------
+
+class _Counting:
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, q):
+        self.calls += 1
+        return 0.5 * float(q @ q), q.copy()
+
+
+_F = _Counting()
+_P = fs.Potential.from_callable(_F, 2)
+
+# option -> (strategy of invalid values, expected exception type for each kind)
+_NOT_INT = st.one_of(st.floats(allow_nan=True), st.text(max_size=3), st.booleans())
+_BAD_COUNT = st.one_of(st.integers(max_value=-1), st.integers(min_value=2**31, max_value=2**64))
+_BAD_POSITIVE = st.one_of(st.floats(max_value=0.0), st.just(float("nan")), st.just(float("inf")),
+                          st.integers(max_value=0))
+_NOT_NUMBER = st.one_of(st.text(max_size=3), st.booleans(), st.lists(st.integers(), max_size=2))
+
+
+def _expect(value):
+    """TypeError for a value of the wrong type, ValueError for a number out of range."""
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return ValueError if is_number else TypeError
+
+
+@_ci(60)
+@given(method=st.sampled_from(["hmc", "nuts", "rns-hmc", "arns-hmc", "vhmc", "nnghmc"]),
+       option=st.sampled_from(["n_draws", "n_warmup", "chains"]),
+       value=st.one_of(_NOT_INT, _BAD_COUNT, st.integers(-5, 0)))
+def test_random_bad_run_sizes_are_refused(method, option, value):
+    if option != "chains" and isinstance(value, int) and not isinstance(value, bool) \
+            and 0 <= value < 2**31:
+        value = -1 - value                    # 0 draws / warm-up is valid: make it negative
+    kw = dict(n_draws=5, n_warmup=20, chains=1)
+    kw[option] = value
+    _F.calls = 0
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    with pytest.raises(ValueError if is_int else TypeError, match=option):
+        fs.sample(_P, method, progress=False, **kw)
+    assert _F.calls == 0
+
+
+@_ci(60)
+@given(method=st.sampled_from(["hmc", "nuts", "rns-hmc", "arns-hmc", "vhmc", "nnghmc"]),
+       option=st.sampled_from(["step_size", "max_energy_error"]),
+       value=st.one_of(_BAD_POSITIVE, _NOT_NUMBER))
+def test_random_bad_positive_options_are_refused(method, option, value):
+    _F.calls = 0
+    with pytest.raises(_expect(value), match=option):
+        fs.sample(_P, method, n_draws=5, n_warmup=20, progress=False, **{option: value})
+    assert _F.calls == 0
+
+
+@_ci(40)
+@given(shape=st.sampled_from([(3,), (2, 2), (1, 2, 2), ()]),
+       fill=st.sampled_from([0.0, np.nan, np.inf]), dtype=st.sampled_from(["f8", "U1", "c16"]))
+def test_random_bad_init_is_refused(shape, fill, dtype):
+    init = np.full(shape, fill).astype(dtype) if dtype != "U1" else np.full(shape, "a")
+    _F.calls = 0
+    exc = TypeError if dtype != "f8" else ValueError
+    with pytest.raises(exc, match="init"):
+        fs.sample(_P, "hmc", n_draws=5, n_warmup=5, chains=1, init=init, progress=False)
+    assert _F.calls == 0

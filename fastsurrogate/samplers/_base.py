@@ -90,6 +90,8 @@ def check_number(name, value):
 def check_positive(name, value, allow_none=False):
     if value is None and allow_none:
         return None
+    if isinstance(value, (str, bytes, bool, np.bool_)):    # float("1") and float(True) work
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
     try:
         v = float(value)
     except (TypeError, ValueError):
