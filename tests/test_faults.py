@@ -63,14 +63,15 @@ def _phase():
 
 
 class Callback:
-    """U(q) = 0.5 q'Aq with A = diag(1, 2) (a correlated-free Gaussian), with a
-    fault from call `at` (1-based) on: `kind` says which, `width` for how many
-    calls (None: once and for all, for raising kinds)."""
+    """U(q) = 0.5 q'Aq with A = diag(1, 2) (a Gaussian), returning (U, grad U),
+    with a fault at calls at .. at + width - 1 (1-based): `kind` says which.
+    Every call records the phase it was made in."""
 
     A = np.array([1.0, 2.0])
 
     def __init__(self, kind=None, at=None, width=1):
         self.kind, self.at, self.width = kind, at, width
+        self.exc = Fault("fault")             # what kind="raise" raises
         self.calls = 0
         self.phases = []
 
@@ -105,9 +106,7 @@ class Callback:
             return u
         if k == "value-string":
             return "1.5x", g
-        raise AssertionError(kind)
-
-    exc = None
+        raise AssertionError(k)
 
 
 def _identity_metric(dim):
@@ -182,11 +181,6 @@ def check_partial(res, ref):
             assert n <= full.shape[1]
             np.testing.assert_array_equal(draws[k, :n], full[k, :n])
             assert np.all(np.isnan(draws[k, n:]))
-
-
-def rows_done(res, phase):
-    """Rows done of the trace a phase writes (kept draws for "sample")."""
-    return int(res.n_done.sum() if phase == "sample" else res.warmup_n_done.sum())
 
 
 def check_progress(res, ref, method, phase):
@@ -470,10 +464,12 @@ def test_fault_at_a_chunk_boundary_of_compiled_chains(method, kind, monkeypatch)
 
 
 def _small_chunks(init):
-    """Chains advance in chunks of 20 iterations (a chunk boundary to fault at)."""
+    """Chains advance by a first chunk of 20 iterations, then one at a time
+    (target_seconds 0: the timing rule picks the smallest chunk), so that the
+    third report falls inside the run whatever the machine's speed."""
     def __init__(self, *a, **k):
         init(self, *a, **k)
-        self.target_seconds = 0.0      # chunk = 1..; grows by the timing rule otherwise
+        self.target_seconds = 0.0
         self.chunk = 20
     return __init__
 
