@@ -9,15 +9,16 @@ model constructor, Potential and its composition, the surrogates' fit /
 predict / online trainers, the diagnostics, the interop constructors, the
 datasets, Result and the ``fastsurrogate`` command line.
 
-Cases marked "found" in the comments of issue 15's fault work were crashes,
-silent accepts or wrong exception types before it and are regression tests.
+``FOUND`` lists the cases that were silent accepts, unclear or wrong
+exception types before issue 15's fault work: they are regression tests.
 """
 import contextlib
 import io
 import re
 
-import pytest
 import numpy as np
+import pytest
+
 import fastsurrogate as fs
 from fastsurrogate.surrogates._online import GrevilleTrainer as GT, SMWTrainer as SMW
 
@@ -1048,9 +1049,44 @@ TABLE = [
     ('potential-value-q-object', TypeError, 'q must be an array of real numbers, got',
      lambda: SN.value(np.array([None, 1.0]))),
     ('potential-capsule-from-callable-f', ValueError, 'q must have shape (2,), got (3,)',
-     lambda: fs.Potential.from_callable(half, 2, thread_safe=True).value(np.zeros(3))),
+     lambda: fs.Potential.from_callable(half, 2, thread_safe=True).value(np.zeros(3))),    ('hmc-step_size-numeric-str', TypeError, 'step_size must be a number, got str',
+     lambda: S('hmc', step_size='0.1')),
+    ('hmc-step_size-bool', TypeError, 'step_size must be a number, got bool',
+     lambda: S('hmc', step_size=True)),
+    ('vhmc-ridge-bool', TypeError, 'ridge must be a number, got bool',
+     lambda: S('vhmc', ridge=True)),
 ]
 
+# The cases that were crashes, silent accepts or the wrong exception before
+# issue 15's fault work (regression tests; the fix named beside each group).
+FOUND = {
+    # check_metric: definiteness only checked by the chain, after set-up evaluations
+    "hmc-metric-negative-diag", "hmc-metric-zero-diag", "hmc-metric-indefinite",
+    # check_metric / check_init / Potential._as_q: strings and complex numbers gave
+    # "could not convert string to float" ValueErrors or float() TypeErrors
+    "hmc-metric-str-array", "sample-init-str", "sample-init-complex", "potential-value-q-str",
+    "potential-value-q-complex", "potential-value-q-none", "potential-value-q-object",
+    # check_flag: any string was a true flag
+    "hmc-adapt-str", "hmc-random_n_steps-str", "rns-hmc-adapt-str", "rns-hmc-random_n_steps-str",
+    "vhmc-adapt-str", "vhmc-random_n_steps-str", "vhmc-exact-str", "vhmc-whiten-str",
+    "rns-hmc-delayed_acceptance-str", "sample-keep_warmup-str", "sghmc-mh-str",
+    "rmhmc-adapt-str", "rns-rmhmc-diagonal_metric-str", "nnghmc-warm_start-str",
+    "nnghmc-no_regret-str",
+    # check_number: float("high") ValueErrors for numbers given as strings / None
+    "hmc-target_accept-str", "rns-hmc-target_accept-str", "vhmc-target_accept-str",
+    "arns-hmc-exponent-str", "arns-hmc-exponent-none", "nnghmc-holdout-str",
+    "nnghmc-switch_fraction-str", "rns-hmc-guard-str",
+    # check_positive: float("0.1") and float(True) were accepted as step sizes
+    "hmc-step_size-numeric-str", "hmc-step_size-bool", "vhmc-ridge-bool",
+    # silently accepted or clamped
+    "nnghmc-train_every-zero", "surrogate-train-validation", "interop-mici-metric-shape",
+    # IndexError instead of a ValueError
+    "diag-relerr-ref", "result-draws-2d",
+    # the demo command: tracebacks instead of a usage error
+    "cli-demo-n-neg", "cli-demo-threads-zero", "cli-demo-draws-neg",
+}
+
+assert FOUND <= {row[0] for row in TABLE}
 CASES = [pytest.param(call, exc, fragment, id=i) for i, exc, fragment, call in TABLE]
 
 
