@@ -65,6 +65,10 @@ def demo(argv):
                          "(default all; --quick leaves ARNS-HMC out; HMC always runs: it is the baseline)")
     args = ap.parse_args(argv)
     args.methods = args.methods_given or "hmc,rns-hmc,arns-hmc,nnghmc,vhmc"
+    for name in ("n", "draws", "threads"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            ap.error(f"--{name} must be >= 1, got {value}")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = sorted(set(methods) - {"hmc", "rns-hmc", "arns-hmc", "nnghmc", "vhmc"})
     if unknown:

@@ -58,6 +58,9 @@ class Result:
                  warmup_draws=None, warmup_stats=None, step_size=None, inv_metric=None,
                  timings=None, timings_per_chain=None, interrupted=False, exact=True,
                  info=None, surrogate=None, n_done=None, warmup_n_done=None):
+        if not (isinstance(draws, np.ndarray) and draws.ndim == 3):
+            raise ValueError(f"draws must be an ndarray (chains, draws, dim), got "
+                             f"{getattr(draws, 'shape', type(draws).__name__)}")
         self.draws = draws
         self.n_done = (np.full(draws.shape[0], draws.shape[1], dtype=np.int64) if n_done is None
                        else np.asarray(n_done, dtype=np.int64))

@@ -32,3 +32,25 @@ def mcse_check(draws, truth, n_se=4.0):
     z = (m - truth) / se
     assert np.all(np.abs(z) < n_se), f"means off by {z} MCSE"
     return z
+
+
+# -- counts of the reliability suites (issue 15), printed after every run -------------
+
+_RELIABILITY_FILES = {"test_bad_inputs.py": "bad-input cases",
+                      "test_faults.py": "fault-injection scenarios"}
+
+
+def pytest_collection_modifyitems(session, config, items):
+    counts = {}
+    for item in items:
+        name = item.nodeid.split("::")[0].rsplit("/", 1)[-1]
+        if name in _RELIABILITY_FILES:
+            counts[name] = counts.get(name, 0) + 1
+    config._fs_reliability_counts = counts
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    counts = getattr(config, "_fs_reliability_counts", {})
+    if counts:
+        terminalreporter.write_line(
+            "collected: " + "; ".join(f"{_RELIABILITY_FILES[k]} {v}" for k, v in sorted(counts.items())))

@@ -136,7 +136,10 @@ cdef class Potential:
     cdef object _as_q(self, q):
         if self.pot.eval == NULL:
             raise TypeError(f"{type(self).__name__} is not initialised")
-        arr = np.ascontiguousarray(q, dtype=np.float64)
+        arr = np.asarray(q)
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"q must be an array of real numbers, got dtype {arr.dtype}")
+        arr = np.ascontiguousarray(arr, dtype=np.float64)
         if arr.ndim != 1 or arr.shape[0] != self.pot.dim:
             raise ValueError(f"q must have shape ({self.pot.dim},), got {np.shape(q)}")
         return arr
@@ -354,7 +357,13 @@ cdef int _callback_eval(void *state, const double *q, double *value,
 def _real(v, what):
     if np.iscomplexobj(v):
         raise TypeError(f"potential callback returned a complex {what}; return a real number")
-    return float(v)
+    try:
+        if np.asarray(v).dtype.kind not in "biuf":
+            raise TypeError
+        return float(v)
+    except (TypeError, ValueError):
+        raise TypeError(f"potential callback returned a {what} that is not a real number: "
+                        f"{v!r:.60} ({type(v).__name__})") from None
 
 
 def _rebuild_callback(f, dim, value, log_density, thread_safe, names):
@@ -427,6 +436,9 @@ cdef class CallbackPotential(Potential):
                 if np.iscomplexobj(ga):
                     raise TypeError("potential callback returned a complex gradient; "
                                     "return real numbers")
+                if ga.dtype.kind not in "biuf":
+                    raise TypeError(f"potential callback returned a gradient of dtype "
+                                    f"{ga.dtype}; return an array of real numbers")
                 ga = np.asarray(ga, dtype=np.float64)
                 if ga.shape != (d,):
                     raise ValueError(

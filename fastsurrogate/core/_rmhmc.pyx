@@ -376,6 +376,8 @@ cdef class RMChain:
     cdef object generator, lock
     cdef cnp.ndarray _pt, _work
     cdef readonly long n_not_converged
+    # rows filled by the last run() call, set before it raises (see Chain.n_done_last)
+    cdef public long n_done_last
     cdef readonly int last_fixed_point_iterations
 
     def __init__(self, Potential drive not None, Metric metric not None, Potential judge,
@@ -613,6 +615,7 @@ cdef class RMChain:
             tr.proposals = <double *>cnp.PyArray_DATA(trace["proposals"]) + start * d
             tr.proposal_potential = <double *>cnp.PyArray_DATA(trace["proposal_potential"]) + start
         cdef fs_dual_avg *da = &self.da if self.adapting else NULL
+        self.n_done_last = 0
         with self.lock:
             with nogil:
                 status = fs_rmhmc_run(&self.cfg, &self.drive.pot, &self.metric.met,
@@ -620,6 +623,7 @@ cdef class RMChain:
                                       n_iter, &tr, <double *>cnp.PyArray_DATA(self._work),
                                       stop_ptr, &n_done, &eps_out, &nnc)
         self.n_not_converged += nnc
+        self.n_done_last = n_done
         if self.adapting:
             self.cfg.step_size = eps_out
         if status != FS_EINTERRUPT:

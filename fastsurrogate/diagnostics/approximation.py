@@ -189,6 +189,9 @@ def relative_errors(draws, reference):
     """
     d = np.asarray(getattr(draws, "draws", draws), dtype=np.float64)
     r = np.asarray(getattr(reference, "draws", reference), dtype=np.float64)
+    if r.ndim not in (2, 3) or d.ndim not in (2, 3) or r.shape[-1] != d.shape[-1]:
+        raise ValueError(f"draws and reference must be (n, dim) or (chains, n, dim) arrays of "
+                         f"one dim, got shapes {d.shape} and {r.shape}")
     r3 = r if r.ndim == 3 else r[None]
     pooled = r3.reshape(-1, r3.shape[-1])
     mean = pooled.mean(axis=0)

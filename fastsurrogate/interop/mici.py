@@ -4,6 +4,8 @@ mici's systems take ``neg_log_dens`` (our ``U``) and ``grad_neg_log_dens``,
 which may return ``(grad, value)`` together: one kernel pass per gradient,
 with the value cached by mici for its energy.
 """
+import numpy as np
+
 from ..core import Potential
 
 __all__ = ["mici_system", "mici_kwargs"]
@@ -52,8 +54,14 @@ def mici_system(potential, metric=None):
     >>> out.traces["pos"][0].shape
     (500, 3)
     """
+    kwargs = mici_kwargs(potential)          # checks the potential first
+    if isinstance(metric, (np.ndarray, list, tuple)):
+        m = np.asarray(metric)
+        d = potential.dim
+        if m.shape not in ((d,), (d, d)):
+            raise ValueError(f"metric must have shape ({d},) or ({d}, {d}), got {m.shape}")
     try:
         import mici
     except ImportError as exc:
         raise ImportError("mici_system needs mici: pip install mici") from exc
-    return mici.systems.EuclideanMetricSystem(metric=metric, **mici_kwargs(potential))
+    return mici.systems.EuclideanMetricSystem(metric=metric, **kwargs)

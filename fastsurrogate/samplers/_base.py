@@ -21,12 +21,13 @@ import numpy as np
 
 from ..core._hmc import new_trace, STATUS_INTERRUPTED
 from ..core._potential import Potential
+from ..core._checks import real_array
 from ..result import Result
 
 __all__ = ["Sampler", "Run", "ChainContext", "chain_generators", "initial_points",
            "warmup_windows", "regularized_metric", "check_int", "check_positive",
            "check_potential", "check_metric", "check_tree_depth", "check_explore",
-           "Interrupted", "MAX_INT"]
+           "check_flag", "check_number", "Interrupted", "MAX_INT"]
 
 
 class Interrupted(Exception):
@@ -66,9 +67,31 @@ def _check_trace_memory(n_rows, dim, chains):
             f"{need / 1e9:.1f} GB; this machine has {have / 1e9:.1f} GB")
 
 
+def check_flag(name, value):
+    """An on/off option: True or False (NumPy bools, and the ints 0 and 1, too).
+
+    Anything else is a TypeError: ``adapt="no"`` would otherwise be True."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def check_number(name, value):
+    """A real number (int or float, NumPy scalars too) as a float; not a bool,
+    a string or None (TypeError).  Range checks are the caller's."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+            value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    return float(value)
+
+
 def check_positive(name, value, allow_none=False):
     if value is None and allow_none:
         return None
+    if isinstance(value, (str, bytes, bool, np.bool_)):    # float("1") and float(True) work
+        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -96,13 +119,18 @@ def check_metric(metric, names, dim):
         if metric not in names:
             raise ValueError(f"metric must be one of {names} or an array, got {metric!r}")
         return metric
-    m = np.asarray(metric, dtype=np.float64)
+    m = real_array("metric", metric, allow_nonfinite=True)
     if m.shape not in ((dim,), (dim, dim)):
         raise ValueError(f"a metric array must have shape ({dim},) or ({dim}, {dim})")
     if not np.all(np.isfinite(m)):
         raise ValueError("the metric array contains NaN or inf")
     if m.ndim == 2 and not np.allclose(m, m.T, rtol=1e-12, atol=0.0):
         raise ValueError("a dense metric must be symmetric")
+    # definiteness here, before any evaluation of the potential
+    if m.ndim == 1 and not np.all(m > 0):
+        raise ValueError("a diagonal metric must be positive")
+    if m.ndim == 2 and np.linalg.eigvalsh(m).min() <= 0:
+        raise ValueError("a dense metric must be positive definite")
     return m
 
 
@@ -125,7 +153,7 @@ def check_init(init, dim, chains):
     """User initial points as a (chains, dim) array (None stays None)."""
     if init is None:
         return None
-    init = np.asarray(init, dtype=np.float64)
+    init = real_array("init", init, allow_nonfinite=True)
     if init.shape == (dim,):
         init = np.tile(init, (chains, 1))
     if init.shape != (chains, dim):
@@ -523,6 +551,8 @@ class Sampler:
             exception, even through WeightedSum or RecordingPotential) with
             this partial Result as its ``result`` attribute.
         """
+        progress, keep_warmup = check_flag("progress", progress), check_flag("keep_warmup",
+                                                                               keep_warmup)
         n_draws = check_int("n_draws", n_draws, 0)
         n_warmup = check_int("n_warmup", self.default_warmup if n_warmup is None else n_warmup, 0)
         chains = check_int("chains", self.default_chains if chains is None else chains, 1)

@@ -33,6 +33,7 @@ from ..surrogates._online import OnlineLayerHook
 from ..surrogates.online import OnlineOutputLayer, with_bias, set_output_weights
 from ..surrogates.random_network import train_random_network
 from ._base import check_int
+from ._base import check_flag, check_number
 from .rns_hmc import RNSHMC, surrogate_seed
 from . import _noregret
 
@@ -110,7 +111,7 @@ class ARNSHMC(RNSHMC):
                              "updates stop there, and surrogate transitions start)")
         self.n_start = check_int("n_start", n_start, 2)
         self.update_every = check_int("update_every", update_every, 1)
-        self.exponent = float(exponent)
+        self.exponent = check_number("exponent", exponent)
         if not 0 < self.exponent <= 1:
             raise ValueError("exponent must be in (0, 1]")
         if online_ridge is not None and not (online_ridge >= 0 and np.isfinite(online_ridge)):

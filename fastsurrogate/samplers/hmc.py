@@ -10,6 +10,7 @@ import numpy as np
 from ..core._hmc import Chain
 from ._base import (Sampler, warmup_windows, regularized_metric, check_int, check_positive,
                     check_metric)
+from ._base import check_flag, check_number
 
 __all__ = ["HMC"]
 
@@ -60,10 +61,10 @@ class HMC(Sampler):
         super().__init__(potential)
         self.step_size = check_positive("step_size", step_size, allow_none=True)
         self.n_steps = check_int("n_steps", n_steps, 1)
-        self.random_n_steps = bool(random_n_steps)
+        self.random_n_steps = check_flag("random_n_steps", random_n_steps)
         self.metric = check_metric(metric, _METRICS, potential.dim)
-        self.adapt = bool(adapt)
-        self.target_accept = float(target_accept)
+        self.adapt = check_flag("adapt", adapt)
+        self.target_accept = check_number("target_accept", target_accept)
         if not 0 < self.target_accept < 1:
             raise ValueError("target_accept must be in (0, 1)")
         self.max_energy_error = check_positive("max_energy_error", max_energy_error)

@@ -37,6 +37,7 @@ from ..core._hmc import Chain
 from ..core._potential import RecordingPotential
 from ..surrogates.gradient_network import affine_start_network, fit_gradient_network
 from ._base import check_int, check_potential, check_explore, check_tree_depth
+from ._base import check_flag, check_number
 from .hmc import HMC
 from .rns_hmc import surrogate_seed
 from . import _noregret
@@ -179,7 +180,7 @@ class NNGHMC(HMC):
                              "VHMC (exact=True)")
         hmc_options.pop("transitions", None)
         super().__init__(potential, **hmc_options)
-        self.no_regret = bool(no_regret)
+        self.no_regret = check_flag("no_regret", no_regret)
         if explore is None:
             explore = "nuts" if self.no_regret else "hmc"
         self.explore_with = check_explore(explore)
@@ -191,16 +192,18 @@ class NNGHMC(HMC):
         if activation not in ("softplus", "tanh", "relu"):
             raise ValueError(f"activation must be softplus, tanh or relu; got {activation!r}")
         self.activation = activation
-        h = float(holdout)
+        h = check_number("holdout", holdout)
         if not 0.0 <= h < 1.0:
             raise ValueError(f"holdout must be in [0, 1), got {holdout!r}")
         self.holdout = h
         self.burn_in = _check_iterations("burn_in", burn_in)
         self.train_start = _check_iterations("train_start", train_start)
         self.train_every = _check_iterations("train_every", train_every)
+        if self.train_every == 0:
+            raise ValueError("train_every must be >= 1 iteration (or a fraction > 0), got 0")
         self.train_end = None if train_end is None else _check_iterations("train_end", train_end)
         self.trial_length = check_int("trial_length", trial_length, 1)
-        sf = float(switch_fraction)
+        sf = check_number("switch_fraction", switch_fraction)
         if not (0.0 <= sf and np.isfinite(sf)):
             raise ValueError(f"switch_fraction must be >= 0 and finite, got {switch_fraction!r}")
         self.switch_fraction = sf
@@ -211,7 +214,7 @@ class NNGHMC(HMC):
         if start == "affine" and activation == "tanh":
             start = "random"       # tanh(t) - tanh(-t) is not linear: no exact affine start
         self.start = start
-        self.warm_start = bool(warm_start)
+        self.warm_start = check_flag("warm_start", warm_start)
         if trainer is not None and not callable(trainer):
             raise TypeError(f"trainer must be callable, got {type(trainer).__name__}")
         self.trainer = trainer

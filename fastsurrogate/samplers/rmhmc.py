@@ -9,6 +9,7 @@ from ..core._rmhmc import RMChain, Metric, FisherMetric, SoftAbsMetric, Callable
 from ..models._glm import GeneralizedLinearModel
 from ..surrogates._network import RandomNetwork
 from ._base import Sampler, check_int, check_positive
+from ._base import check_flag, check_number
 from .rns_hmc import RNSHMC
 
 __all__ = ["RMHMC", "RNSRMHMC", "as_metric"]
@@ -80,9 +81,9 @@ class RMHMC(Sampler):
         self.metric = as_metric(metric, potential)
         self.step_size = check_positive("step_size", step_size, allow_none=True)
         self.n_steps = check_int("n_steps", n_steps, 1)
-        self.random_n_steps = bool(random_n_steps)
-        self.adapt = bool(adapt)
-        self.target_accept = float(target_accept)
+        self.random_n_steps = check_flag("random_n_steps", random_n_steps)
+        self.adapt = check_flag("adapt", adapt)
+        self.target_accept = check_number("target_accept", target_accept)
         if not 0 < self.target_accept < 1:
             raise ValueError("target_accept must be in (0, 1)")
         self.max_energy_error = check_positive("max_energy_error", max_energy_error)
@@ -209,10 +210,10 @@ class RNSRMHMC(RNSHMC):
         self.exact_metric = as_metric(metric, potential) if test_metric == "exact" else None
         self.rm_step_size = check_positive("rm_step_size", rm_step_size, allow_none=True)
         self.rm_n_steps = check_int("rm_n_steps", rm_n_steps, 1)
-        self.rm_target_accept = float(rm_target_accept)
+        self.rm_target_accept = check_number("rm_target_accept", rm_target_accept)
         if not 0 < self.rm_target_accept < 1:
             raise ValueError(f"rm_target_accept must be in (0, 1), got {rm_target_accept!r}")
-        self.diagonal_metric = bool(diagonal_metric)
+        self.diagonal_metric = check_flag("diagonal_metric", diagonal_metric)
         self.softabs_alpha = check_positive("softabs_alpha", softabs_alpha)
         self.max_fixed_point = check_int("max_fixed_point", max_fixed_point, 1)
         self.fixed_point_tol = check_positive("fixed_point_tol", fixed_point_tol)

@@ -28,6 +28,7 @@ from ..models._models import Gaussian
 from ..surrogates.laplace import laplace_approximation
 from ..surrogates.random_network import train_random_network
 from ._base import check_int, check_positive, check_potential, check_explore, check_tree_depth
+from ._base import check_flag, check_number
 from ._transitions import check_transitions, tune_transitions, transition_chain
 from . import _noregret
 from .hmc import HMC
@@ -171,7 +172,7 @@ class RNSHMC(HMC):
                  trial_length=200, **hmc_options):
         super().__init__(potential, **hmc_options)
         self.transitions, self.inner = check_transitions(transitions, inner)
-        self.no_regret = bool(no_regret)
+        self.no_regret = check_flag("no_regret", no_regret)
         self.trial_length = check_int("trial_length", trial_length, 8)
         if explore is None:
             explore = "nuts" if self.no_regret else "hmc"
@@ -198,8 +199,8 @@ class RNSHMC(HMC):
         if not (train_from >= 0 and np.isfinite(train_from)):
             raise ValueError(f"train_from must be finite and >= 0, got {train_from!r}")
         self.train_from = train_from
-        self.delayed_acceptance = bool(delayed_acceptance)
-        self.guard = None if guard is None else float(guard)
+        self.delayed_acceptance = check_flag("delayed_acceptance", delayed_acceptance)
+        self.guard = None if guard is None else check_number("guard", guard)
         if self.guard is not None and not 0 <= self.guard < 1:
             raise ValueError("guard must be in [0, 1) or None")
         self.guard_window = check_int("guard_window", guard_window, 10)

@@ -20,6 +20,7 @@ from ..core._sg import SGChain
 from ..core._hmc import new_trace
 from ..models._glm import GeneralizedLinearModel
 from ._base import Sampler, check_int, check_positive
+from ._base import check_flag, check_number
 
 __all__ = ["SGLD", "SGHMC"]
 
@@ -197,7 +198,7 @@ class SGHMC(SGLD):
 
     def __init__(self, potential, *, step_size, step_offset=1.0, step_decay=None,
                  batch_size=100, friction=1.0, n_steps=10, noise_estimate="zero", mh=False):
-        self.mh = bool(mh)
+        self.mh = check_flag("mh", mh)
         if step_decay is None:
             step_decay = 0.0 if self.mh else 0.55
         super().__init__(potential, step_size=step_size, step_offset=step_offset,

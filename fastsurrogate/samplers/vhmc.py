@@ -41,6 +41,7 @@ from ..surrogates._network import RandomNetwork
 from ..surrogates._online import SMWTrainer, ScoreMatchingHook
 from ..surrogates.laplace import LaplaceApproximation, laplace_approximation
 from ._base import check_int, check_positive, check_metric
+from ._base import check_flag, check_number
 from .hmc import HMC
 from .rns_hmc import surrogate_seed
 from ._transitions import check_transitions, tune_transitions
@@ -204,7 +205,7 @@ class VHMC(HMC):
             raise ValueError(f"activation must be one of {_ACTIVATIONS}, got {activation!r}")
         self.activation = activation
         self.input_scale = check_positive("input_scale", input_scale)
-        self.whiten = bool(whiten)
+        self.whiten = check_flag("whiten", whiten)
         self.ridge = check_positive("ridge", ridge)
         self.n_s = check_positive("n_s", n_s, allow_none=True)
         if mu is not None and not callable(mu):
@@ -220,8 +221,8 @@ class VHMC(HMC):
             self.n_train = None if n_train is None else check_int("n_train", n_train, 1)
         self.tol = check_positive("tol", tol)
         self.window = check_int("window", window, 10)
-        self.exact = bool(exact)
-        self.delayed_acceptance = bool(delayed_acceptance)
+        self.exact = check_flag("exact", exact)
+        self.delayed_acceptance = check_flag("delayed_acceptance", delayed_acceptance)
         if self.delayed_acceptance and not self.exact:
             raise ValueError("delayed_acceptance applies to the exact option only (exact=True)")
         if laplace is not None:

@@ -251,6 +251,9 @@ def _fit(Q, u, n_hidden, activation, ridge, standardize, input_scale, seed, rbf_
 
     choice = (scales[0], ridges[0])
     scores = {}
+    if not (isinstance(validation, (int, float, np.integer, np.floating))
+            and 0.0 <= validation < 1.0):
+        raise ValueError(f"validation must be a fraction in [0, 1), got {validation!r}")
     n_val = int(round(validation * Q.shape[0]))
     if len(scales) * len(ridges) > 1 and n_val >= 2 and Q.shape[0] - n_val >= 2:
         best = np.inf
