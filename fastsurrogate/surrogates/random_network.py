@@ -116,7 +116,7 @@ def fit_output_weights(H, y, ridge=1e-8, fit_bias=True):
 
 def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge="auto",
                          standardize=True, input_scale="auto", seed=None, rbf_scale=1.0,
-                         shift_targets=True, validation=0.2):
+                         shift_targets=True, validation=0.2, progress=None):
     """Fit a random-basis network z(q) ~ U(q) on training pairs (Algorithm 2).
 
     Parameters
@@ -162,6 +162,9 @@ def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge="auto
         moves the output bias).
     validation : float
         Held-out fraction for the automatic choices.
+    progress : callable, optional
+        ``progress(n_done, n_total)`` after each candidate fit (input scale)
+        and after the final fit; samplers pass their progress bar's.
 
     Returns
     -------
@@ -226,9 +229,16 @@ def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge="auto
     choice = (scales[0], ridges[0])
     scores = {}
     n_val = int(round(validation * Q.shape[0]))
-    if len(scales) * len(ridges) > 1 and n_val >= 2 and Q.shape[0] - n_val >= 2:
+    select = len(scales) * len(ridges) > 1 and n_val >= 2 and Q.shape[0] - n_val >= 2
+    n_steps = (len(scales) if select else 0) + 1
+
+    def report(k):
+        if progress is not None:
+            progress(k, n_steps)
+
+    if select:
         best = np.inf
-        for c in scales:
+        for k, c in enumerate(scales):
             net = make(c)
             H = net.features(Q)
             Ht, Hv = H[:-n_val], H[-n_val:]
@@ -237,12 +247,14 @@ def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge="auto
                 scores[(c, r)] = err
                 if err < best:
                     best, choice = err, (c, r)
+            report(k + 1)
     net = make(choice[0])
     H = net.features(Q)
     v, b = _ridge_path(H, u - offset, [choice[1]])[0]
     net.output_weights = v
     net.out_bias = b + offset
     resid = H @ v + b + offset - u
+    report(n_steps)
     net.info = {"train_rmse": float(np.sqrt(np.mean(resid ** 2))), "n_train": Q.shape[0],
                 "ridge": choice[1], "input_scale": choice[0],
                 "inputs": "whitened" if whiten is not None else
