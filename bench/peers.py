@@ -261,6 +261,9 @@ def main(argv=None):
         rows.append(r)
         log(f"{name}: min ESS {r['ess']:.0f}, {r['spi'] * 1e3:.2f} ms/iter, "
             f"min ESS/s {r['ess_s']:.1f} ({time.perf_counter() - t:.0f} s)")
+        if args.out:        # the table so far, in case the run is stopped
+            with open(args.out, "w") as f:
+                f.write(report(rows, None, args, time.perf_counter() - t_all) + "\n")
 
     def our(method, label, note="", **kw):
         res, secs = ours(model, method, q0, args, **kw)
