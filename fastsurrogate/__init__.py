@@ -36,6 +36,7 @@ from .samplers import RMHMC, RNSRMHMC
 from .samplers import SGLD, SGHMC
 from . import surrogates
 from . import interop
+from . import plots          # matplotlib is imported only when a plot is made
 from .diagnostics import approximation
 
 __version__ = "0.1.0.dev0"

@@ -315,6 +315,39 @@ class Result:
             return "exact posterior"
         return self.info.get("target", "surrogate-induced distribution (approximate)")
 
+    # -- plots (matplotlib, imported when used: fastsurrogate.plots) -------------
+    def plot_trace(self, params=None, warmup=False, axes=None):
+        """Trace plot (:func:`fastsurrogate.plots.plot_trace`); returns the Figure.
+
+        >>> res.plot_trace(["q[0]"]).savefig("trace.png")       # doctest: +SKIP
+        """
+        from .plots import plot_trace
+        return plot_trace(self, params=params, warmup=warmup, axes=axes)
+
+    def plot_marginals(self, params=None, reference=None, bins=40, axes=None):
+        """Marginal histograms, optionally against reference ``(mean, sd)``
+        (:func:`fastsurrogate.plots.plot_marginals`); returns the Figure."""
+        from .plots import plot_marginals
+        return plot_marginals(self, params=params, reference=reference, bins=bins, axes=axes)
+
+    def plot_acceptance(self, window=50, warmup=True, ax=None):
+        """Acceptance probability over iterations
+        (:func:`fastsurrogate.plots.plot_acceptance`); returns the Figure."""
+        from .plots import plot_acceptance
+        return plot_acceptance(self, window=window, warmup=warmup, ax=ax)
+
+    def plot_energy(self, bins=40, ax=None):
+        """Marginal energy and energy transitions, with E-BFMI
+        (:func:`fastsurrogate.plots.plot_energy`); returns the Figure."""
+        from .plots import plot_energy
+        return plot_energy(self, bins=bins, ax=ax)
+
+    def plot_training(self, ax=None, log=True):
+        """The surrogate's training curve (:func:`fastsurrogate.plots.plot_training`);
+        returns the Figure."""
+        from .plots import plot_training
+        return plot_training(self, ax=ax, log=log)
+
 
 _INDEXED = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<idx>[^\[\]]+)\]$")
 

@@ -15,6 +15,7 @@ No per-iteration Python here: each chunk of iterations is one call into C
 import os
 import threading
 import time
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor, wait, FIRST_EXCEPTION
 
 import numpy as np
@@ -379,6 +380,39 @@ class Run:
         if self._bar is not None and n:
             with self._lock:
                 self._bar.update(n)
+
+    def describe(self, desc):
+        """Rename the progress bar of the running phase (e.g. when a chain moves
+        from training its surrogate to sampling)."""
+        if self._bar is not None:
+            with self._lock:
+                self._bar.set_description_str(desc, refresh=False)
+
+    @contextmanager
+    def training_progress(self, desc):
+        """Progress of a phase that runs outside the chain loop (training a
+        surrogate): yields ``progress(n_done, n_total)``, which a trainer calls
+        after each of its steps; the bar (named ``desc``, total ``n_total``)
+        opens at the first call and closes with the block."""
+        state = {"bar": None, "n": 0}
+
+        def progress(n_done, n_total):
+            if not self.progress:
+                return
+            if state["bar"] is None:
+                state["bar"] = _make_bar(int(n_total), True, desc)
+                if state["bar"] is None:
+                    return
+            step = int(n_done) - state["n"]
+            if step > 0:
+                state["bar"].update(step)
+                state["n"] = int(n_done)
+
+        try:
+            yield progress
+        finally:
+            if state["bar"] is not None:
+                state["bar"].close()
 
     def each_chain(self, worker, n_iter, desc, parallel=None):
         """Run ``worker(ctx)`` for every chain.

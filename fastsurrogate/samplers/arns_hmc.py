@@ -139,7 +139,10 @@ class ARNSHMC(RNSHMC):
         (``max_points``; None when they ran to the end) and ``sample_clock``:
         per chain, (iteration, seconds since the sampling phase began) pairs
         at the end of each chunk, since the cost per iteration drops when the
-        updates stop.
+        updates stop; ``training_curve``: per chain, rows (iteration, held-out
+        RMSE, RMSE) at the same marks: the RMSE of the network's U against
+        the exact U over the span's states, with the output weights from
+        before the span (the states were then unseen: held out) and after.
         """
         run.start(proposals=self.online_data == "proposals")
         seed = surrogate_seed(run.generators[0])
@@ -224,6 +227,8 @@ class ARNSHMC(RNSHMC):
             "adaptation_stopped": [getattr(c, "stopped", None) for c in ctxs],
             "sample_clock": [np.array(getattr(c, "clock", []), dtype=float).reshape(-1, 2)
                              for c in ctxs],
+            "training_curve": [np.array(getattr(c, "curve", []), dtype=float).reshape(-1, 3)
+                               for c in ctxs],
             "surrogates": [getattr(c, "net", None) for c in ctxs]})
         run.surrogate = run.info["surrogates"][0]
 
@@ -271,8 +276,12 @@ class ARNSHMC(RNSHMC):
             if self.transitions is not None:
                 self.start_transitions(ctx, net)
         span, i = max(self.update_every, 250), 0
+        ctx.curve = []
         while i < n_draws:
+            before = (np.array(net.output_weights), float(net.out_bias))
+            i0 = i
             i = ctx.run_span(ctx.chain, ctx.main, i, min(i + span, n_draws), "sample", hook)
+            ctx.curve.append(_span_errors(net, ctx.main, i0, i, before))
             if hook is not None and hook.pending:
                 Qh, Uh = hook.history()
                 trainer.resolve(with_bias(net.features(Qh)), Uh - offset)
@@ -285,3 +294,17 @@ class ARNSHMC(RNSHMC):
                     # the surrogate is fixed from here on: surrogate transitions
                     self.start_transitions(ctx, net)
                     hook = None
+
+
+def _span_errors(net, trace, start, stop, before):
+    """(stop, held-out RMSE, RMSE) of the network's U over trace rows start..stop-1,
+    with the output weights ``before`` = (v, b) the span began with, and now."""
+    Q, U = trace["draws"][start:stop], trace["potential"][start:stop]
+    ok = np.isfinite(U) & np.all(np.isfinite(Q), axis=1)
+    if not ok.any():
+        return (stop, np.nan, np.nan)
+    H = net.features(Q[ok])
+    v0, b0 = before
+    held = H @ v0 + b0 - U[ok]
+    now = H @ np.asarray(net.output_weights) + float(net.out_bias) - U[ok]
+    return (stop, float(np.sqrt(np.mean(held ** 2))), float(np.sqrt(np.mean(now ** 2))))

@@ -236,11 +236,14 @@ class NNGHMC(HMC):
         start = max(start, burn + 1)
         return burn, start, every, end
 
-    def train(self, Q, G, seed, previous=None):
-        """Fit the gradient network on (Q, G) (from ``previous`` with warm starts)."""
+    def train(self, Q, G, seed, previous=None, progress=None):
+        """Fit the gradient network on (Q, G) (from ``previous`` with warm starts);
+        ``progress(iteration, max_iter)`` reaches the built-in trainer only."""
         trainer = self.trainer if self.trainer is not None else fit_gradient_network
         opts = dict(n_hidden=self.n_hidden, blocks=self.blocks, activation=self.activation,
                     holdout=self.holdout, seed=seed)
+        if self.trainer is None and progress is not None:
+            opts["progress"] = progress
         if self.warm_start and previous is not None:
             opts["init"] = previous
         elif self.start == "affine":
@@ -281,7 +284,9 @@ class NNGHMC(HMC):
         ``info["switch_iteration"]``, ``info["n_train"]``,
         ``info["hmc_acceptance"]``, ``info["trial_acceptance"]`` and
         ``info["warmup_stage"]`` (one code per warm-up row: 0 burn-in,
-        1 explore, 2 trial).  While it runs, ``run.row`` is the next warm-up
+        1 explore, 2 trial); ``info["training_curve"]`` one record per
+        training (its iteration, training and held-out loss per optimiser
+        iteration, the held-out relative gradient error).  While it runs, ``run.row`` is the next warm-up
         row, ``run.iteration`` the exploration iteration reached and
         ``run.net`` the latest network.
         """
@@ -296,7 +301,7 @@ class NNGHMC(HMC):
             ctx.exact = None
         run.row, run.iteration, run.net, run.stage = 0, 0, self.surrogate, np.zeros(rows, np.int8)
         run.info.update(events=[], switched=False, switch_iteration=None, n_train=0,
-                        hmc_acceptance=None, trial_acceptance=None)
+                        hmc_acceptance=None, trial_acceptance=None, training_curve=[])
         try:
             if burn > 0:                                        # 1. burn-in, not recorded
                 self.exact_span(run, burn, record=False)
@@ -344,11 +349,13 @@ class NNGHMC(HMC):
                     return False
             Q, G = self._training_set(run, seed, j)
             t0 = time.perf_counter()
-            with run.phase("train"):
+            desc = f"train (gradient network {j + 1} of <= {len(trainings)})"
+            with run.phase("train"), run.training_progress(desc) as progress:
                 net = self.train(Q, G, int(np.random.SeedSequence([seed, j])
-                                           .generate_state(1)[0] >> 1), run.net)
+                                           .generate_state(1)[0] >> 1), run.net, progress)
             secs = time.perf_counter() - t0
             run.net = net
+            run.info["training_curve"].append(_training_record(t, net))
             run.info["n_train"] = int(Q.shape[0])
             ev = {"event": "train", "iteration": t, "n_points": int(Q.shape[0]), "seconds": secs}
             for key, value in dict(getattr(net, "info", None) or {}).items():
@@ -486,3 +493,16 @@ class NNGHMC(HMC):
         if rows.size == 0:
             return 1.0
         return float(np.mean([c.warm["accept_prob"][rows] for c in run.ctxs]))
+
+
+def _training_record(iteration, net):
+    """One training of the gradient network for ``info["training_curve"]``:
+    the warm-up iteration it ran at, the training loss and the held-out loss
+    per optimiser iteration (standardised units) and the final held-out
+    relative gradient error ||g_hat - g|| / ||g||."""
+    info = dict(getattr(net, "info", None) or {})
+    return {"iteration": int(iteration),
+            "loss": np.asarray(info.get("history", []), dtype=float),
+            "holdout_loss": np.asarray(info.get("holdout_history", []), dtype=float),
+            "holdout_rel_error": info.get("holdout_rel_error"),
+            "n_points": int(info.get("n_train", 0)) + int(info.get("n_holdout", 0))}

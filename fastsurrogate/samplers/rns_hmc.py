@@ -246,14 +246,16 @@ class RNSHMC(HMC):
             record = self.cost_check(run, Q)
             if record is not None:
                 return self.fall_back(run, record)
-        with run.phase("train"):
+        with run.phase("train"), run.training_progress("train (random network)") as progress:
             # "laplace": this run's own Laplace approximation
             base = self._laplace_base(Q, U) if isinstance(self.base, str) else self.base
-            net = self.surrogate if self.surrogate is not None else self.train(Q, U, seed, base)
+            net = (self.surrogate if self.surrogate is not None
+                   else self.train(Q, U, seed, base, progress=progress))
         if base is not None:
             run.info["base"] = base
         run.info.update(n_train=int(Q.shape[0]), train_rmse=getattr(net, "info", {}).get(
             "train_rmse") if hasattr(net, "info") else None, guard_events=[])
+        run.info["training_curve"] = _training_curve(net)
         run.surrogate = net
         if self.no_regret and not self.no_regret_trial(run, net):
             return self.fall_back(run, _noregret.fallback_record(run.info["no_regret"]))
@@ -396,15 +398,16 @@ class RNSHMC(HMC):
         ok = np.isfinite(U) & np.all(np.isfinite(Q), axis=1)
         return Q[ok], U[ok]
 
-    def train(self, Q, U, seed, base=None):
-        """The surrogate fitted to (Q, U): the network, or base + network."""
+    def train(self, Q, U, seed, base=None, progress=None):
+        """The surrogate fitted to (Q, U): the network, or base + network.
+        ``progress(n_done, n_total)`` is called after each candidate fit."""
         if Q.shape[0] < 2:
             raise RuntimeError("the exploration phase produced fewer than 2 training points")
         if base is not None:
             U = U - np.array([base.value(q) for q in Q])
         net = train_random_network(Q, U, n_hidden=self.n_hidden, activation=self.activation,
                                    ridge=self.ridge, standardize=self.standardize,
-                                   input_scale=self.input_scale, seed=seed)
+                                   input_scale=self.input_scale, seed=seed, progress=progress)
         return net if base is None else WeightedSum([net, base], [1.0, 1.0])
 
     def _laplace_base(self, Q, U):
@@ -451,3 +454,22 @@ class RNSHMC(HMC):
                      random_n_steps=self.random_n_steps, inv_metric=chain.inv_metric,
                      max_energy_error=self.max_energy_error,
                      delayed_acceptance=self.delayed_acceptance and drive is not self.potential)
+
+
+def _training_curve(net):
+    """The batch fit's record for ``info["training_curve"]``: held-out RMSE of U
+    of each candidate (input scale, relative ridge) the fit tried, in the order
+    tried, and the chosen network's RMSE on all training points; None for a
+    surrogate that was not fitted here."""
+    info = getattr(net, "info", None)
+    if isinstance(net, WeightedSum) or not isinstance(info, dict) or "train_rmse" not in info:
+        nets = getattr(net, "potentials", None) or []
+        info = next((getattr(p, "info", None) for p in nets
+                     if isinstance(getattr(p, "info", None), dict)
+                     and "train_rmse" in p.info), None)
+        if info is None:
+            return None
+    val = info.get("validation_rmse", {})
+    return {"candidate": list(val), "holdout_rmse": np.array(list(val.values()), dtype=float),
+            "chosen": f"{info['input_scale']:g}/{info['ridge']:g}",
+            "train_rmse": float(info["train_rmse"]), "n_train": int(info["n_train"])}

@@ -384,6 +384,8 @@ class VHMC(HMC):
         chain = ctx.chain = Chain(V, V, ctx.q0, ctx.generator, step_size=step0,
                                   n_steps=self.n_steps, random_n_steps=self.random_n_steps,
                                   inv_metric=inv_metric, max_energy_error=self.max_energy_error)
+        if ctx.index == 0:          # the bar shows chain 0's phase
+            ctx.run.describe(f"{self.method}: train (score matching)")
         with ctx.phase("train"):
             if self.adapt:
                 if self.step_size is None:
@@ -392,6 +394,8 @@ class VHMC(HMC):
             ctx.t0 = self.train(chain, ctx.warm, ctx, t_max, net, V, trainer, mu_fn, ctx.curve)
             if self.adapt:
                 chain.finish_adaptation()
+        if ctx.index == 0:
+            ctx.run.describe(f"{self.method}: warmup and sample")
         # frozen from here on: V = V_{t0}
         if self.exact and self.transitions is not None:
             ctx.main["inner_accept_prob"] = np.full(ctx.run.n_draws, np.nan)

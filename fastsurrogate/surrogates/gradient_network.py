@@ -91,6 +91,9 @@ class _Tracker:
         self.best_theta = theta0.copy()
         self.best_iter = 0
         self.iter = 0
+        self.holdout_history = []
+        self.progress = None
+        self.max_iter = 0
 
     def loss(self, theta):
         return self.net.loss_and_grad(theta, self.X, self.T, 0.0, standardized=True,
@@ -99,11 +102,14 @@ class _Tracker:
     def update(self, theta):
         """Record iteration `theta`; True when training should stop."""
         self.iter += 1
+        if self.progress is not None:
+            self.progress(self.iter, self.max_iter)
         if self.X is None:
             self.best_theta = theta.copy()
             self.best_iter = self.iter
             return False
         loss = self.loss(theta)
+        self.holdout_history.append(float(loss))
         if loss < self.best_loss * (1.0 - _MIN_IMPROVEMENT) or not np.isfinite(self.best_loss):
             self.best_loss, self.best_theta, self.best_iter = loss, theta.copy(), self.iter
         elif loss < self.best_loss:
@@ -176,7 +182,7 @@ def _fit_adam(net, theta0, X, T, weight_decay, max_iter, tracker, history, rng,
 def fit_gradient_network(Q, G, n_hidden=100, blocks=1, activation="softplus", holdout=0.1,
                          max_iter=500, weight_decay=1e-6, seed=None, method="lbfgs",
                          patience=50, batch_size=128, learning_rate=1e-3, blas_threads=1,
-                         init=None):
+                         init=None, progress=None):
     """Train a gradient network g(q) ~ grad U(q) on pairs (Q, G) (NNgHMC).
 
     Parameters
@@ -216,6 +222,9 @@ def fit_gradient_network(Q, G, n_hidden=100, blocks=1, activation="softplus", ho
         Warm start: its parameters are the starting point and its
         standardisation is kept (n_hidden, blocks and activation are then
         taken from it, and the other values are ignored).
+    progress : callable, optional
+        ``progress(iteration, max_iter)`` after every iteration (epoch);
+        samplers pass their progress bar's.
 
     Returns
     -------
@@ -226,7 +235,9 @@ def fit_gradient_network(Q, G, n_hidden=100, blocks=1, activation="softplus", ho
         ``train_loss`` and ``holdout_loss`` (standardised units, without the
         weight decay), ``holdout_rel_error`` (||g_hat - g|| / ||g|| over the
         held-out points, original units), ``n_train``, ``n_holdout``,
-        ``time`` (seconds) and ``history`` (training loss per iteration).
+        ``time`` (seconds), ``history`` (training loss per iteration) and
+        ``holdout_history`` (held-out loss per iteration, standardised units,
+        without the weight decay; empty when ``holdout`` is 0).
 
     Examples
     --------
@@ -290,6 +301,7 @@ def fit_gradient_network(Q, G, n_hidden=100, blocks=1, activation="softplus", ho
     Xh, Th = standardise(ho) if n_hold > 0 else (None, None)
     theta0 = net.get_params()
     tracker = _Tracker(net, Xh, Th, int(patience), theta0)
+    tracker.progress, tracker.max_iter = progress, int(max_iter)
     history = []
     with _blas_threads.blas_threads(blas_threads):
         if method == "lbfgs":
@@ -313,6 +325,7 @@ def fit_gradient_network(Q, G, n_hidden=100, blocks=1, activation="softplus", ho
         "holdout_loss": None if holdout_loss is None else float(holdout_loss),
         "holdout_rel_error": rel_err, "n_train": int(len(tr)), "n_holdout": int(n_hold),
         "weight_decay": wd, "time": time.perf_counter() - t0, "history": history,
+        "holdout_history": tracker.holdout_history,
     }
     return net
 

@@ -128,7 +128,7 @@ def fit_output_weights(H, y, ridge=1e-8, fit_bias=True):
 
 def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge="auto",
                          standardize=True, input_scale="auto", seed=None, rbf_scale=1.0,
-                         shift_targets=True, validation=0.2, blas_threads=1):
+                         shift_targets=True, validation=0.2, blas_threads=1, progress=None):
     """Fit a random-basis network z(q) ~ U(q) on training pairs (Algorithm 2).
 
     Parameters
@@ -181,6 +181,9 @@ def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge="auto
         Cholesky took 0.6-2.0 s with two threads against 0.08-0.12 s with one
         (AMD EPYC, load 17); on an idle machine two threads save at most half
         of a fit that is seconds long.
+    progress : callable, optional
+        ``progress(n_done, n_total)`` after each candidate fit (input scale)
+        and after the final fit; samplers pass their progress bar's.
 
     Returns
     -------
@@ -201,11 +204,11 @@ def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge="auto
                          "ever move?)")
     with _blas_threads.blas_threads(blas_threads):
         return _fit(Q, u, n_hidden, activation, ridge, standardize, input_scale, seed,
-                    rbf_scale, shift_targets, validation)
+                    rbf_scale, shift_targets, validation, progress)
 
 
 def _fit(Q, u, n_hidden, activation, ridge, standardize, input_scale, seed, rbf_scale,
-         shift_targets, validation):
+         shift_targets, validation, progress):
     rng = np.random.default_rng(seed)
     dim = Q.shape[1]
     auto_c = isinstance(input_scale, str)
@@ -255,9 +258,16 @@ def _fit(Q, u, n_hidden, activation, ridge, standardize, input_scale, seed, rbf_
             and 0.0 <= validation < 1.0):
         raise ValueError(f"validation must be a fraction in [0, 1), got {validation!r}")
     n_val = int(round(validation * Q.shape[0]))
-    if len(scales) * len(ridges) > 1 and n_val >= 2 and Q.shape[0] - n_val >= 2:
+    select = len(scales) * len(ridges) > 1 and n_val >= 2 and Q.shape[0] - n_val >= 2
+    n_steps = (len(scales) if select else 0) + 1
+
+    def report(k):
+        if progress is not None:
+            progress(k, n_steps)
+
+    if select:
         best = np.inf
-        for c in scales:
+        for k, c in enumerate(scales):
             net = make(c)
             H = net.features(Q)
             Ht, Hv = H[:-n_val], H[-n_val:]
@@ -266,12 +276,14 @@ def _fit(Q, u, n_hidden, activation, ridge, standardize, input_scale, seed, rbf_
                 scores[(c, r)] = err
                 if err < best:
                     best, choice = err, (c, r)
+            report(k + 1)
     net = make(choice[0])
     H = net.features(Q)
     v, b = _ridge_path(H, u - offset, [choice[1]])[0]
     net.output_weights = v
     net.out_bias = b + offset
     resid = H @ v + b + offset - u
+    report(n_steps)
     net.info = {"train_rmse": float(np.sqrt(np.mean(resid ** 2))), "n_train": Q.shape[0],
                 "ridge": choice[1], "input_scale": choice[0],
                 "inputs": "whitened" if whiten is not None else
