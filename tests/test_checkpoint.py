@@ -355,3 +355,42 @@ def test_rns_result_pickles_with_its_surrogate():
                                                            progress=False)
     back = pickle.loads(pickle.dumps(res))
     _same_surrogate(res.surrogate, back.surrogate, 3)
+
+
+GAUSS = fs.models.Gaussian(np.array([1.0, -1.0, 0.5]),
+                           np.array([[1.0, 0.8, 0.0], [0.8, 1.0, 0.3], [0.0, 0.3, 2.0]]))
+VARIANTS = {
+    "rns-transitions-auto": (fs.RNSHMC, MODEL, dict(n_hidden=30, transitions="auto", guard=None),
+                             150),
+    "rns-nuts-da-laplace": (fs.RNSHMC, MODEL, dict(n_hidden=30, explore="nuts", base="laplace",
+                                                   delayed_acceptance=True), 150),
+    "vhmc-auto-exact": (fs.VHMC, GAUSS, dict(n_hidden=30, n_train="auto", exact=True,
+                                             window=50), 300),
+    "arns-stop-transitions": (fs.ARNSHMC, MODEL, dict(n_hidden=30, n_start=60, max_points=150,
+                                                      transitions=2), 150),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_variants_resume_bit_for_bit(tmp_path, name):
+    """Options whose Python between spans does more (tuning k, the Laplace
+    base, VHMC's stopping rule, max_points then transitions)."""
+    cls, pot, opts, n_warmup = VARIANTS[name]
+
+    def go(**kw):
+        return cls(pot, **opts).sample(200, n_warmup, chains=2, seed=1, progress=False, **kw)
+
+    ref = go()
+    path = tmp_path / "ck.npz"
+    copies = []
+    write = _checkpoint.Checkpointer.write
+
+    def write_and_copy(self):
+        write(self)
+        copies.append(tmp_path / f"c{self.n_writes}.npz")
+        shutil.copy(path, copies[-1])
+
+    with mock.patch.object(_checkpoint.Checkpointer, "write", write_and_copy):
+        assert_same(go(checkpoint=path, checkpoint_every=40), ref)
+    for c in (copies[len(copies) // 3], copies[2 * len(copies) // 3]):
+        assert_same(go(resume=c), ref)
