@@ -582,7 +582,7 @@ class Sampler:
             generators, make_checkpointer = _checkpoint.setup(
                 self, n_draws=n_draws, n_warmup=n_warmup, chains=chains,
                 keep_warmup=keep_warmup, generators=generators, checkpoint=checkpoint,
-                checkpoint_every=checkpoint_every, resume=resume)
+                checkpoint_every=checkpoint_every, resume=resume, seed=seed)
         elif checkpoint_every is not None:
             raise ValueError("checkpoint_every needs checkpoint=path")
         run = Run(self, n_draws, n_warmup, generators, init, progress, keep_warmup)

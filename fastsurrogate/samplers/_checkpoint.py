@@ -456,7 +456,7 @@ def _check_every(checkpoint_every):
 
 
 def setup(sampler, *, n_draws, n_warmup, chains, keep_warmup, generators, checkpoint,
-          checkpoint_every, resume):
+          checkpoint_every, resume, seed=None):
     """Check the checkpoint arguments before any work.  Returns (generators,
     make_checkpointer): the chains' generators (the checkpoint's, when
     resuming) and a function run -> Checkpointer."""
@@ -487,6 +487,9 @@ def setup(sampler, *, n_draws, n_warmup, chains, keep_warmup, generators, checkp
                     f"resume={os.fspath(resume)!r}: {what} differ(s) from the checkpoint's "
                     f"({header.get(key)!r} there, {mine!r} here); call sample with the "
                     "arguments of the checkpointed run")
+        if seed is not None and [_seed_record(g) for g in generators] != header["seeds"]:
+            raise ValueError(f"resume={os.fspath(resume)!r}: the seed differs from the "
+                             "checkpointed run's (omit seed= to take the checkpoint's)")
         generators = [_generator(r) for r in header["seeds"]]
         loaded = (header, arrays)
         if checkpoint is None:
