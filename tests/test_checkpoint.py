@@ -326,6 +326,27 @@ def test_gradient_network_round_trip(tmp_path):
     assert np.array_equal(back.get_params(), net.get_params())
 
 
+@pytest.mark.parametrize("ridge", [0.0, 1e-3])
+def test_online_output_layer_round_trip(tmp_path, ridge):
+    """Greville (ridge 0) and SMW layers: loaded, they absorb more points
+    exactly as the saved one does."""
+    from fastsurrogate.surrogates.online import OnlineOutputLayer
+    rng = np.random.default_rng(0)
+    H, y = rng.normal(size=(40, 12)), rng.normal(size=40)
+    layer = OnlineOutputLayer(H, y, ridge, 5, 0)
+    fs.surrogates.save(layer, tmp_path / "layer.npz")
+    back = fs.surrogates.load(tmp_path / "layer.npz")
+    assert bitwise(back.weights, layer.weights) and back.n_seen == 40
+    H2, y2 = rng.normal(size=(10, 12)), rng.normal(size=10)
+
+    def data():
+        return np.vstack([H, H2]), np.concatenate([y, y2])
+
+    layer.absorb(H2, y2, data)
+    back.absorb(H2, y2, data)
+    assert bitwise(back.weights, layer.weights) and back.n_seen == layer.n_seen == 50
+
+
 def test_save_refuses_what_it_cannot_store(tmp_path):
     with pytest.raises(TypeError, match="cannot save"):
         fs.surrogates.save(MODEL, tmp_path / "m.npz")

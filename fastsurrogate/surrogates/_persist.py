@@ -14,7 +14,10 @@ No training data are stored: a surrogate is its weights.
 Saved classes: :class:`RandomNetwork` (RNS-HMC, ARNS-HMC with its final
 online weights, VHMC's z), :class:`GradientNetwork` (NNgHMC),
 :class:`~fastsurrogate.WeightedSum` of saved classes (VHMC's V, base +
-network), :class:`~fastsurrogate.models.Gaussian` (a Laplace base).
+network), :class:`~fastsurrogate.models.Gaussian` (a Laplace base), and
+ARNS-HMC's :class:`~fastsurrogate.surrogates.online.OnlineOutputLayer` (its
+Greville or SMW state: loaded, it absorbs further points exactly as the
+saved one would).
 """
 import numbers
 
@@ -86,12 +89,48 @@ def _decode(node, arrays, classes):
     return obj
 
 
+def _save_layer(layer, path):
+    """ARNS-HMC's online output layer: its trainer's full state (Greville or
+    SMW matrices and weights) and counters, so that more points can be
+    absorbed after loading; no data (a batch re-solve needs the caller's)."""
+    from ..samplers._checkpoint import write_npz
+    tr = layer.trainer
+    sc, arr = tr._ckpt_state(True)
+    kind = "smw" if layer._smw is not None else "greville"
+    head = {"ridge": float(layer.ridge), "block": int(layer.block),
+            "resync_every": int(layer.resync_every), "n_resolves": int(layer.n_resolves),
+            "since": int(layer._since), "n_seen": int(layer.n_seen), "kind": kind,
+            "n_hidden": int(tr.n_hidden), "trainer": sc}
+    if kind == "greville":
+        head["tol"] = float(tr.tol)
+    write_npz(path, {"format": FORMAT, "version": VERSION,
+                     "object": {"cls": "OnlineOutputLayer", "layer": head}}, arr)
+
+
+def _load_layer(head, arrays):
+    from .online import OnlineOutputLayer
+    from ._online import GrevilleTrainer, SMWTrainer
+    layer = OnlineOutputLayer.__new__(OnlineOutputLayer)
+    layer.ridge, layer.block = head["ridge"], head["block"]
+    layer.resync_every, layer.n_resolves = head["resync_every"], head["n_resolves"]
+    layer._since, layer.n_seen = head["since"], head["n_seen"]
+    if head["kind"] == "smw":
+        layer._smw = SMWTrainer(head["n_hidden"], head["block"], head["ridge"])
+        layer._greville = None
+    else:
+        layer._smw = None
+        layer._greville = GrevilleTrainer(head["n_hidden"], ridge=0.0, tol=head["tol"])
+    layer.trainer._ckpt_restore(head["trainer"], arrays)
+    return layer
+
+
 def save(surrogate, path):
     """Write `surrogate` to `path` (.npz with a JSON header; atomic).
 
     Parameters
     ----------
-    surrogate : RandomNetwork, GradientNetwork, Gaussian or a WeightedSum of them
+    surrogate : RandomNetwork, GradientNetwork, Gaussian, a WeightedSum of them,
+        or an OnlineOutputLayer
     path : str or os.PathLike
 
     Examples
@@ -104,6 +143,8 @@ def save(surrogate, path):
     True
     """
     from ..samplers._checkpoint import write_npz
+    if type(surrogate).__name__ == "OnlineOutputLayer":
+        return _save_layer(surrogate, path)
     arrays = {}
     tree = _encode(surrogate, arrays, _classes())
     if "cls" not in tree:
@@ -122,4 +163,6 @@ def load(path):
     """
     from ..samplers._checkpoint import read_npz
     header, arrays = read_npz(path, FORMAT, VERSION)
+    if header["object"].get("cls") == "OnlineOutputLayer":
+        return _load_layer(header["object"]["layer"], arrays)
     return _decode(header["object"], arrays, _classes())
