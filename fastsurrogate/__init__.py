@@ -38,13 +38,14 @@ from . import surrogates
 from . import interop
 from . import plots          # matplotlib is imported only when a plot is made
 from .diagnostics import approximation
+from .samplers._checkpoint import resume
 
 __version__ = "0.1.0.dev0"
 
 __all__ = ["Potential", "PotentialError", "TrainingError", "WeightedSum", "RecordingPotential",
            "Result", "HMC", "NUTS", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "RMHMC", "RNSRMHMC", "SGLD", "SGHMC",
            "sample", "models", "surrogates", "diagnostics", "approximation", "datasets", "interop",
-           "get_include"]
+           "get_include", "resume"]
 
 
 def get_include():

@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 
-__all__ = ["Result"]
+__all__ = ["Result", "DetachedPotential"]
 
 
 class Result:
@@ -57,7 +57,8 @@ class Result:
     def __init__(self, *, draws, stats, method, potential=None, param_names=None,
                  warmup_draws=None, warmup_stats=None, step_size=None, inv_metric=None,
                  timings=None, timings_per_chain=None, interrupted=False, exact=True,
-                 info=None, surrogate=None, n_done=None, warmup_n_done=None):
+                 info=None, surrogate=None, n_done=None, warmup_n_done=None,
+                 continuation=None):
         if not (isinstance(draws, np.ndarray) and draws.ndim == 3):
             raise ValueError(f"draws must be an ndarray (chains, draws, dim), got "
                              f"{getattr(draws, 'shape', type(draws).__name__)}")
@@ -84,6 +85,8 @@ class Result:
         self.exact = exact
         self.info = dict(info or {})
         self.surrogate = surrogate
+        # what sample(..., resume=result) continues from (samplers._checkpoint)
+        self._continuation = continuation
 
     # -- shape ---------------------------------------------------------------
     @property
@@ -307,6 +310,26 @@ class Result:
         return (f"<Result {self.method}: {self.chains} chains x {self.n_draws} draws, "
                 f"dim {self.dim}, acceptance {acc:.3f}{state}>")
 
+    # -- pickling ----------------------------------------------------------------
+    def __getstate__(self):
+        """Pickle without the potential: a model holds its data set (X, y), which
+        a Result does not need.  ``potential`` becomes a
+        :class:`DetachedPotential` (dimension, names, kind; evaluating it
+        raises), and so does every reference to it in ``info`` and in the
+        continuation state.  Surrogates (small) are kept."""
+        state = dict(self.__dict__)
+        pot = self.potential
+        if pot is None or isinstance(pot, DetachedPotential):
+            return state
+        det = DetachedPotential(pot)
+        state["potential"] = det
+        state["info"] = {k: _detach(v, pot, det) for k, v in self.info.items()}
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_continuation", None)
+
     @property
     def target(self):
         """What the draws target: "exact posterior" or "surrogate-induced
@@ -347,6 +370,44 @@ class Result:
         returns the Figure."""
         from .plots import plot_training
         return plot_training(self, ax=ax, log=log)
+
+
+class DetachedPotential:
+    """What an unpickled :class:`Result` keeps of its potential: ``dim``,
+    ``param_names``, ``kind`` (the class name) and whether it had a
+    ``constrain`` map.  Evaluating it, or ``Result.constrained()`` when the
+    model had a transform, raises a RuntimeError that says to put the
+    model back (``result.potential = model``); ``sample(model, ...,
+    resume=result)`` takes the model as its argument anyway."""
+
+    def __init__(self, potential):
+        self.dim = int(potential.dim)
+        self.param_names = list(potential.param_names)
+        self.kind = type(potential).__name__
+        self.had_constrain = hasattr(potential, "constrain")
+
+    def _gone(self, *args, **kwargs):
+        raise RuntimeError(
+            f"this Result was unpickled without its {self.kind} potential (a Result pickles "
+            "without the data set); set result.potential = <the model> to evaluate it")
+
+    value = grad = value_and_grad = log_density = log_density_gradient = _gone
+
+    def __getattr__(self, name):
+        if name == "constrain" and self.__dict__.get("had_constrain"):
+            return self._gone
+        raise AttributeError(name)
+
+    def __repr__(self):
+        return f"<DetachedPotential {self.kind}, dim {self.dim}>"
+
+
+def _detach(value, pot, det):
+    if value is pot:
+        return det
+    if isinstance(value, list):
+        return [det if v is pot else v for v in value]
+    return value
 
 
 _INDEXED = re.compile(r"^(?P<base>[^\[\]]+)\[(?P<idx>[^\[\]]+)\]$")

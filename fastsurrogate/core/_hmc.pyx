@@ -353,6 +353,53 @@ cdef class Chain:
         self.cfg.inv_metric = <const double *>cnp.PyArray_DATA(self._inv_metric)
         self.cfg.metric_chol = <const double *>cnp.PyArray_DATA(self._metric_chol)
 
+    # -- checkpoints (fastsurrogate.samplers._checkpoint) ---------------------
+    def get_state(self):
+        """The chain's dynamic state as plain numbers and arrays: position,
+        drive gradient, U values, step size, dual-averaging state, the
+        adaptation flag and the surrogate-transition count.  The random
+        stream (``generator``) and the metric are saved separately.
+        :meth:`set_state` puts it back without evaluating the potentials."""
+        cdef fs_dual_avg *a = &self.da
+        return {"q": self._q.copy(), "grad": self._grad.copy(),
+                "u_judge": float(self.cur.u_judge), "u_drive": float(self.cur.u_drive),
+                "step_size": float(self.cfg.step_size),
+                "surrogate_steps": int(self.cfg.surrogate_steps),
+                "adapting": bool(self.adapting),
+                "dual_avg": np.array([a.mu, a.gamma, a.t0, a.kappa, a.delta, a.h_bar,
+                                      a.log_eps, a.log_eps_bar, a.count], dtype=np.float64)}
+
+    def get_config(self):
+        """The constructor's keyword options (step size and metric aside): a
+        chain built with them and ``set_state`` continues this one."""
+        return {"n_steps": int(self.cfg.n_steps), "random_n_steps": bool(self.cfg.random_n_steps),
+                "max_energy_error": float(self.cfg.max_energy_error),
+                "delayed_acceptance": bool(self.cfg.delayed_acceptance),
+                "algorithm": self.algorithm, "max_tree_depth": int(self.cfg.max_tree_depth),
+                "surrogate_steps": int(self.cfg.surrogate_steps)}
+
+    def set_state(self, dict state):
+        """Restore what :meth:`get_state` returned (bit for bit, no evaluation)."""
+        cdef int d = self.cfg.dim
+        q = np.asarray(state["q"], dtype=np.float64)
+        g = np.asarray(state["grad"], dtype=np.float64)
+        da = np.asarray(state["dual_avg"], dtype=np.float64)
+        if q.shape != (d,) or g.shape != (d,) or da.shape != (9,):
+            raise ValueError(f"a chain state of dim {d} needs q and grad of shape ({d},) "
+                             "and dual_avg of shape (9,)")
+        steps = int(state["surrogate_steps"])
+        if (steps > 0) != (self.cfg.surrogate_steps > 0):
+            raise ValueError("the state's surrogate_steps does not fit this chain")
+        self._q[:] = q
+        self._grad[:] = g
+        self.cur.u_judge = float(state["u_judge"])
+        self.cur.u_drive = float(state["u_drive"])
+        self.cfg.step_size = float(state["step_size"])
+        self.cfg.surrogate_steps = steps
+        self.adapting = bool(state["adapting"])
+        self.da.mu, self.da.gamma, self.da.t0, self.da.kappa, self.da.delta = da[:5]
+        self.da.h_bar, self.da.log_eps, self.da.log_eps_bar, self.da.count = da[5:]
+
     # -- adaptation --------------------------------------------------------
     def find_step_size(self):
         """Stan's initial step-size heuristic from the current step size; sets and returns it."""

@@ -24,6 +24,7 @@ from ..core._hmc import new_trace, STATUS_INTERRUPTED
 from ..core._potential import Potential
 from ..core._checks import real_array
 from ..result import Result
+from . import _checkpoint
 
 __all__ = ["Sampler", "Run", "ChainContext", "chain_generators", "initial_points",
            "warmup_windows", "regularized_metric", "check_int", "check_positive",
@@ -295,6 +296,21 @@ class ChainContext:
         """Advance the progress bar by n iterations."""
         self.run.report(n)
 
+    def track(self, obj):
+        """Save `obj` (a trainer, hook, network or recorder that C changes
+        while the chain runs) with this chain's checkpoints; returns obj."""
+        if self.run.checkpoint is not None:
+            self.run.checkpoint.track(self, obj)
+        return obj
+
+    @property
+    def replayed(self):
+        """True when the last run_span was replayed from a checkpoint (no C
+        ran): work its pause asks for may be skipped, the checkpoint's state
+        replaces it."""
+        ck = self.run.checkpoint
+        return ck is not None and ck.replayed(self)
+
     def run_span(self, chain, trace, start, stop_row, key, hook=None):
         """Run rows start..stop_row-1 of `trace` in chunks of about 0.2 s.
 
@@ -304,8 +320,15 @@ class ChainContext:
         owner to act.  Returns the row reached.
         """
         i = start
+        ck = self.run.checkpoint
+        if ck is not None:
+            i, replayed = ck.enter_span(self, chain, trace, start, stop_row, key)
+            if replayed:
+                return i
         while i < stop_row:
             n = min(self.chunk, stop_row - i)
+            if ck is not None:
+                n = ck.chunk(self, n)
             t0 = time.perf_counter()
             out = None
             try:
@@ -319,13 +342,17 @@ class ChainContext:
                 self.report(n_done)
             status = out[1]
             dt = time.perf_counter() - t0
+            if ck is not None:
+                ck.boundary(self, chain, i, n_done, status)
             if status == STATUS_INTERRUPTED:
                 raise Interrupted
             if status > 0:
-                return i
+                break
             if n_done == n:
                 per = max(dt / max(n_done, 1), 1e-7)
                 self.chunk = int(min(max(self.target_seconds / per, 1), 20000))
+        if ck is not None:
+            ck.leave_span(self, chain, i)
         return i
 
 
@@ -349,6 +376,7 @@ class Run:
         self.exact = True
         self.interrupted = False
         self.error = None
+        self.checkpoint = None      # a samplers._checkpoint.Checkpointer when checkpointing
         self._lock = threading.Lock()
         self._bar = None
 
@@ -492,7 +520,8 @@ class Run:
             inv_metric=[c.inv_metric if c is not None else None for c in chains],
             timings=timings, timings_per_chain=[dict(c.timings) for c in self.ctxs],
             interrupted=self.interrupted or self.error is not None, exact=self.exact,
-            info=self.info, surrogate=self.surrogate, n_done=done, warmup_n_done=wdone)
+            info=self.info, surrogate=self.surrogate, n_done=done, warmup_n_done=wdone,
+            continuation=_checkpoint.continuation(self))
 
     def _counts(self, key):
         """Rows of trace ``key`` each chain completed, shape (chains,)."""
@@ -549,7 +578,8 @@ class Sampler:
         self.potential = check_potential(potential)
 
     def sample(self, n_draws=1000, n_warmup=None, *, chains=None, seed=None, init=None,
-               progress=True, keep_warmup=True):
+               progress=True, keep_warmup=True, checkpoint=None, checkpoint_every=None,
+               resume=None):
         """Run the chains.
 
         Parameters
@@ -572,6 +602,22 @@ class Sampler:
             Show progress bars.
         keep_warmup : bool
             Keep the warm-up draws in ``result.warmup_draws``.
+        checkpoint : str or os.PathLike, optional
+            Save the run's state to this file (atomically; a versioned
+            ``.npz`` with a JSON header, no pickle) every
+            ``checkpoint_every`` iterations of each chain, at a chunk
+            boundary.  After Ctrl-C or an exception the file holds the last
+            boundary; ``resume=`` continues it.
+        checkpoint_every : int, optional
+            Iterations per chain between checkpoints (default 1000).
+        resume : str, os.PathLike or Result, optional
+            A checkpoint path: continue that run (call ``sample`` with the
+            same sampler options and sizes; seeds come from the file).  The
+            draws equal the uninterrupted run's bit for bit.  A Result:
+            ``n_draws`` more draws of each of its chains, from their last
+            state (position, step size, metric, surrogate, random stream),
+            without warm-up; see README "Checkpoint and resume" for what
+            equals what.
 
         Returns
         -------
@@ -591,9 +637,21 @@ class Sampler:
         n_warmup = check_int("n_warmup", self.default_warmup if n_warmup is None else n_warmup, 0)
         chains = check_int("chains", self.default_chains if chains is None else chains, 1)
         self.check_sizes(n_draws, n_warmup)
+        if isinstance(resume, Result):
+            return _checkpoint.continue_result(self, resume, n_draws, progress, keep_warmup)
         generators = chain_generators(seed, chains)
         init = check_init(init, self.potential.dim, chains)
+        make_checkpointer = None
+        if checkpoint is not None or resume is not None:
+            generators, make_checkpointer = _checkpoint.setup(
+                self, n_draws=n_draws, n_warmup=n_warmup, chains=chains,
+                keep_warmup=keep_warmup, generators=generators, checkpoint=checkpoint,
+                checkpoint_every=checkpoint_every, resume=resume, seed=seed)
+        elif checkpoint_every is not None:
+            raise ValueError("checkpoint_every needs checkpoint=path")
         run = Run(self, n_draws, n_warmup, generators, init, progress, keep_warmup)
+        if make_checkpointer is not None:
+            run.checkpoint = make_checkpointer(run)
         self._run_phases(run)
         res = run.result()
         if run.error is not None:
@@ -621,6 +679,11 @@ class Sampler:
 
     def check_sizes(self, n_draws, n_warmup):
         """Reject run sizes this sampler cannot use (before any work)."""
+
+    def checkpoint_support(self):
+        """None when checkpoint/resume can restore this sampler's runs bit for
+        bit, else the reason (see :mod:`fastsurrogate.samplers._checkpoint`)."""
+        return None
 
     def phases(self, run):
         """The algorithm: start the chains (``run.start()``), then run phase

@@ -250,6 +250,8 @@ class ARNSHMC(RNSHMC):
         ctx.trainer = OnlineOutputLayer(H, U - ctx.offset, lam, self.update_every, self.resync_every)
         set_output_weights(net, ctx.trainer.weights, ctx.offset)
         ctx.net = net
+        for obj in (net, ctx.trainer, ctx.trainer.trainer):    # saved with checkpoints
+            ctx.track(obj)
         ctx.history = (Q, U)
         ctx.chain = self._continue_chain(ctx.chain, net)
 
@@ -271,6 +273,7 @@ class ARNSHMC(RNSHMC):
                                    self.exponent, n_draws, Q, U, max_points=self.max_points,
                                    resync_every=self.resync_every,
                                    proposals=self.online_data == "proposals")
+            ctx.track(hook)
         else:
             ctx.stopped = 0                 # the start set already fills max_points
             if self.transitions is not None:
@@ -282,7 +285,8 @@ class ARNSHMC(RNSHMC):
             i0 = i
             i = ctx.run_span(ctx.chain, ctx.main, i, min(i + span, n_draws), "sample", hook)
             ctx.curve.append(_span_errors(net, ctx.main, i0, i, before))
-            if hook is not None and hook.pending:
+            if hook is not None and hook.pending and not ctx.replayed:
+                # (a span replayed from a checkpoint: its saved state has the result)
                 Qh, Uh = hook.history()
                 trainer.resolve(with_bias(net.features(Qh)), Uh - offset)
                 hook.finish_block()

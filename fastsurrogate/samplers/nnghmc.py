@@ -226,6 +226,11 @@ class NNGHMC(HMC):
         self.surrogate = surrogate
 
     # -- the schedule ------------------------------------------------------------
+    def checkpoint_support(self):
+        if self.no_regret:
+            return "no_regret decides on measured wall-clock time, which a resumed run cannot replay"
+        return None
+
     def schedule(self, n_warmup):
         """(burn_in, train_start, train_every, train_end) in iterations for this n_warmup."""
         burn = min(_iterations("burn_in", self.burn_in, n_warmup), n_warmup)
@@ -297,7 +302,8 @@ class NNGHMC(HMC):
         run.start(warm_rows=rows)
         capacity = max((run.n_warmup - burn) * (self.n_steps + 1) // self.record_every + 8, 8)
         for ctx in run.ctxs:
-            ctx.recorder = RecordingPotential(self.potential, capacity, every=self.record_every)
+            ctx.recorder = ctx.track(RecordingPotential(self.potential, capacity,
+                                                        every=self.record_every))
             ctx.exact = None
         run.row, run.iteration, run.net, run.stage = 0, 0, self.surrogate, np.zeros(rows, np.int8)
         run.info.update(events=[], switched=False, switch_iteration=None, n_train=0,

@@ -221,6 +221,11 @@ class RNSHMC(HMC):
     # -- the algorithm -----------------------------------------------------------
     default_chains = 1
 
+    def checkpoint_support(self):
+        if self.no_regret:
+            return "no_regret decides on measured wall-clock time, which a resumed run cannot replay"
+        return None
+
     def check_sizes(self, n_draws, n_warmup):
         if self.surrogate is None and n_warmup < 10:
             raise ValueError("n_warmup must be >= 10: the exploration phase provides the training data")

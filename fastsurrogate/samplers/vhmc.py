@@ -297,12 +297,17 @@ class VHMC(HMC):
         auto = self.n_train == "auto"
         mu = _mu_table(mu_fn, t_max)
         hook = ScoreMatchingHook(self.potential, net, V, trainer, mu)
+        for obj in (net, trainer, hook):        # saved with checkpoints
+            ctx.track(obj)
         v_check = None
         t = 0
         while t < t_max:
             end = min((t // self.window + 1) * self.window, t_max) if auto else t_max
             t = ctx.run_span(chain, trace, t, end, "warmup", hook=hook)
-            if hook.pending:
+            if hook.pending and ctx.replayed:
+                # replayed from a checkpoint: its saved state has the re-solve
+                curve["resolves"].append(t - 1)
+            elif hook.pending:
                 # C lost definiteness after many downdates: re-solve (3.19)
                 # from every point seen (recomputing their features)
                 _resolve(trainer, net, list(zip(*hook.points())))

@@ -11,3 +11,5 @@ __all__ = ["RandomNetwork", "train_random_network", "fit_output_weights", "fit_g
 __all__ += ["GradientNetwork", "fit_gradient_network"]
 from .laplace import LaplaceApproximation, laplace_approximation, finite_difference_hessian
 __all__ += ["LaplaceApproximation", "laplace_approximation", "finite_difference_hessian"]
+from ._persist import save, load
+__all__ += ["save", "load"]

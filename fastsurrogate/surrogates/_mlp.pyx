@@ -281,6 +281,19 @@ cdef class GradientNetwork(Potential):
         return cls(np.vstack(W1), np.zeros(H), W2, np.zeros(dim), activation,
                    shift, scale, out_shift, out_scale)
 
+    # -- persistence (fastsurrogate.surrogates._persist) ------------------------
+    def save(self, path):
+        """Write this network to `path`: a versioned .npz with a JSON header, no
+        pickle, no training data; :meth:`load` gives it back bitwise."""
+        from fastsurrogate.surrogates._persist import save
+        save(self, path)
+
+    @staticmethod
+    def load(path):
+        """The network saved by :meth:`save` (values and gradients bitwise equal)."""
+        from fastsurrogate.surrogates._persist import load
+        return load(path)
+
     # -- shape ---------------------------------------------------------------
     @property
     def n_hidden(self):

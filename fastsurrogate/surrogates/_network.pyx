@@ -210,6 +210,19 @@ cdef class RandomNetwork(Potential):
         width = np.full(n_hidden, rbf_scale * np.sqrt(dim))
         return cls(C, None, v, 0.0, name, width, shift, scale)
 
+    # -- persistence (fastsurrogate.surrogates._persist) ------------------------
+    def save(self, path):
+        """Write this network to `path`: a versioned .npz with a JSON header, no
+        pickle, no training data; :meth:`load` gives it back bitwise."""
+        from fastsurrogate.surrogates._persist import save
+        save(self, path)
+
+    @staticmethod
+    def load(path):
+        """The network saved by :meth:`save` (values and gradients bitwise equal)."""
+        from fastsurrogate.surrogates._persist import load
+        return load(path)
+
     # -- properties ----------------------------------------------------------
     @property
     def n_hidden(self):

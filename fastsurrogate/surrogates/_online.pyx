@@ -86,6 +86,26 @@ cdef object _vector_copy(const double *v, int s):
 
 # ---- Greville / recursive least squares --------------------------------------
 
+# ---- checkpoint state (fastsurrogate.samplers._checkpoint) ------------------
+# Each trainer and hook gives its state as (scalars, arrays) and takes it back
+# bit for bit: ``_ckpt_state(full)`` (full=False: what Python reads between
+# spans; True: everything) and ``_ckpt_restore(scalars, arrays)``.
+
+cdef object _out(const double *p, Py_ssize_t n):
+    cdef cnp.ndarray a = np.empty(n, dtype=np.float64)
+    if n > 0:
+        memcpy(<double *>cnp.PyArray_DATA(a), p, sizeof(double) * n)
+    return a
+
+
+cdef void _in(double *p, object arr, Py_ssize_t n, str name) except *:
+    cdef cnp.ndarray a = np.ascontiguousarray(arr, dtype=np.float64).ravel()
+    if a.shape[0] < n:
+        raise ValueError(f"checkpoint state: {name} has {a.shape[0]} values, needs {n}")
+    if n > 0:
+        memcpy(p, <const double *>cnp.PyArray_DATA(a), sizeof(double) * n)
+
+
 cdef class GrevilleTrainer:
     """Output weights v of a random network fitted to function values, online.
 
@@ -220,6 +240,35 @@ cdef class GrevilleTrainer:
         if status != 0:
             raise_for_status(status, "GrevilleTrainer.resync (the state is now empty)",
                              TrainingError)
+
+    def _ckpt_state(self, bint full=True):
+        cdef Py_ssize_t s = self.state.s
+        sc = {"n_seen": int(self.state.n_seen), "rank": int(self.state.rank),
+              "n_new_direction": int(self.state.n_new_direction),
+              "n_in_span": int(self.state.n_in_span),
+              "resync_every": int(self.state.resync_every),
+              "since_resync": int(self.state.since_resync)}
+        arr = {"v": _out(self.state.v, s)}
+        if full:
+            arr["Theta"] = _out(self.state.Theta, s * s)
+            if self.state.Phi != NULL:
+                arr["Phi"] = _out(self.state.Phi, s * s)
+        return sc, arr
+
+    def _ckpt_restore(self, dict sc, dict arr):
+        cdef Py_ssize_t s = self.state.s
+        with self._lock:
+            _in(self.state.v, arr["v"], s, "v")
+            if "Theta" in arr:
+                _in(self.state.Theta, arr["Theta"], s * s, "Theta")
+            if "Phi" in arr and self.state.Phi != NULL:
+                _in(self.state.Phi, arr["Phi"], s * s, "Phi")
+            self.state.n_seen = sc["n_seen"]
+            self.state.rank = sc["rank"]
+            self.state.n_new_direction = sc["n_new_direction"]
+            self.state.n_in_span = sc["n_in_span"]
+            self.state.resync_every = sc["resync_every"]
+            self.state.since_resync = sc["since_resync"]
 
     def reset(self):
         """Forget every point (n_seen = 0)."""
@@ -406,6 +455,21 @@ cdef class SMWTrainer:
             raise_for_status(status, "SMWTrainer.solve_batch (the state is now empty)",
                              TrainingError)
         return self.weights
+
+    def _ckpt_state(self, bint full=True):
+        cdef Py_ssize_t s = self.state.s
+        arr = {"v": _out(self.state.v, s)}
+        if full:
+            arr["C"] = _out(self.state.C, s * s)
+        return {"n_seen": int(self.state.n_seen)}, arr
+
+    def _ckpt_restore(self, dict sc, dict arr):
+        cdef Py_ssize_t s = self.state.s
+        with self._lock:
+            _in(self.state.v, arr["v"], s, "v")
+            if "C" in arr:
+                _in(self.state.C, arr["C"], s * s, "C")
+            self.state.n_seen = sc["n_seen"]
 
     def reset(self):
         """Forget every point: weights 0, C = I / ridge, n_seen = 0."""
@@ -665,6 +729,33 @@ cdef class ScoreMatchingHook(ChainHook):
     def n_points(self):
         return self.st.n_points
 
+    def _ckpt_state(self, bint full=True):
+        cdef Py_ssize_t n = self.st.n_points
+        sc = {"t": int(self.st.t), "n_points": int(n), "pending": int(self.st.pending),
+              "mix": [float(self.st.mix[0]), float(self.st.mix[1])]}
+        arr = {}
+        if full:
+            arr = {"iteration": self._iteration[:n].copy(), "sq_error": self._sq_error[:n].copy(),
+                   "sq_grad": self._sq_grad[:n].copy(), "Q": self._Q[:n].copy(),
+                   "G": self._G[:n].copy()}
+        return sc, arr
+
+    def _ckpt_restore(self, dict sc, dict arr):
+        """The arrays may be longer than n_points (a later state's): the first
+        n_points rows are taken (the arrays only grow)."""
+        cdef long n = sc["n_points"]
+        if n > self._Q.shape[0] or sc["t"] > self.st.t_max:
+            raise ValueError("checkpoint state does not fit this ScoreMatchingHook")
+        self._iteration[:n] = np.asarray(arr["iteration"])[:n]
+        self._sq_error[:n] = arr["sq_error"][:n]
+        self._sq_grad[:n] = arr["sq_grad"][:n]
+        self._Q[:n] = arr["Q"][:n]
+        self._G[:n] = arr["G"][:n]
+        self.st.n_points = n
+        self.st.t = sc["t"]
+        self.st.pending = sc["pending"]
+        self.st.mix[0], self.st.mix[1] = sc["mix"]
+
     def curve(self):
         """(iteration, sq_error, sq_grad) per training point (copies)."""
         n = self.st.n_points
@@ -921,6 +1012,37 @@ cdef class OnlineLayerHook(ChainHook):
         cdef long before = self.st.n_switches
         _layer_finish(&self.st, self.st.rng, NULL)
         return self.st.n_switches > before
+
+    def _ckpt_state(self, bint full=True):
+        cdef _layer_state *st = &self.st
+        sc = {"n_seen": int(st.n_seen), "since": int(st.since), "t": int(st.t),
+              "row": int(st.row), "first": int(st.first), "n_buf": int(st.n_buf),
+              "n_hist": int(st.n_hist), "n_switches": int(st.n_switches),
+              "stop_row": int(st.stop_row), "pending": int(st.pending)}
+        arr = {}
+        if full:
+            arr = {"Qbuf": self._Qbuf.copy(), "ubuf": self._ubuf.copy(),
+                   "hist_Q": self._hist_Q[:st.n_hist].copy(),
+                   "hist_U": self._hist_U[:st.n_hist].copy(),
+                   "switches": self._switches[:st.n_switches].copy()}
+        return sc, arr
+
+    def _ckpt_restore(self, dict sc, dict arr):
+        """The arrays may be a later state's: the history and switches only
+        grow, so their first n_hist / n_switches rows are this state's."""
+        cdef _layer_state *st = &self.st
+        cdef long nh = sc["n_hist"], ns = sc["n_switches"]
+        if nh > st.hist_cap or ns > self._switches.shape[0]:
+            raise ValueError("checkpoint state does not fit this OnlineLayerHook")
+        self._hist_Q[:nh] = arr["hist_Q"][:nh]
+        self._hist_U[:nh] = arr["hist_U"][:nh]
+        self._switches[:ns] = np.asarray(arr["switches"])[:ns]
+        self._Qbuf[:] = arr["Qbuf"]
+        self._ubuf[:] = arr["ubuf"]
+        st.n_seen, st.since, st.t = sc["n_seen"], sc["since"], sc["t"]
+        st.row, st.first, st.n_buf = sc["row"], sc["first"], sc["n_buf"]
+        st.n_hist, st.n_switches = nh, ns
+        st.stop_row, st.pending = sc["stop_row"], sc["pending"]
 
     def history(self):
         """(Q (n, dim), U (n,)): every point absorbed so far, start set first (views)."""

@@ -1,0 +1,626 @@
+"""Checkpoint and resume, and continuing a run from its Result.
+
+Checkpoint file
+---------------
+One ``.npz`` file (NumPy's zip of ``.npy`` arrays, read with
+``allow_pickle=False``) whose member ``__header__`` is UTF-8 JSON (a uint8
+array): format name and version, the call (method, sizes, chains, a
+fingerprint of the sampler's options), each chain's SeedSequence and, per
+chain, the log described below.  Every other member is a plain array
+(``c<k>/...``).  It is written to ``<path>.tmp<pid>`` and moved over
+``path`` with ``os.replace``, so a reader sees the old file or the new one,
+never half of one.
+
+What is saved, and how a resume continues bit for bit
+-----------------------------------------------------
+A sampler's phases are Python code between spans of C iterations
+(:meth:`ChainContext.run_span`).  For each chain the checkpoint holds
+
+- the end state of every span the chain finished (position, drive
+  gradient, U values, step size, dual-averaging state, adaptation flag:
+  ``Chain.get_state``; the random stream's state), and
+- a snapshot at the last checkpoint boundary (every ``checkpoint_every``
+  iterations of that chain, at a chunk boundary): the span it is in, the
+  row reached, the chain's state, its metric, its random stream;
+- every trace row written so far (exploration and kept draws).
+
+A resumed run executes the sampler's phases again from the start, but a
+span the checkpoint covers does no C work: its rows are copied from the
+file and the chain is put in the state it had at the span's end, so the
+Python between spans (step-size searches, metric windows, training on the
+pooled exploration states, guard decisions) sees exactly what it saw the
+first time and makes the same, deterministic, decisions.  At the span and
+row of the snapshot the chain gets its saved state and the run goes on for
+real.  The draws are then bit-for-bit those of an uninterrupted run: the C
+chain loop's results do not depend on where chunks end.  Work between spans
+is done again (training the surrogate, the step-size search): resuming
+costs that, not the iterations.
+
+State that C changes inside a span besides the chain's own (ARNS-HMC's
+online layer and its Greville / SMW trainer, VHMC's score-matching hook and
+trainer, the networks they update, NNgHMC's recorded leapfrog steps) is
+tracked: the sampler calls ``ctx.track(obj)`` when it creates it, and the
+object's state is saved with the chain's (small, what Python reads between
+spans, at every span end; everything at the snapshot).  Python work that a
+replayed span's pause asks for (a batch re-solve) is skipped when
+``ctx.replayed``: the snapshot's full state replaces its result.
+
+Decisions made on wall-clock time (``no_regret``) cannot be replayed, and
+RMHMC / SG chains have no saved state yet: those runs are refused with a
+ValueError (``Sampler.checkpoint_support``).
+"""
+
+import hashlib
+import json
+import os
+import threading
+
+import numpy as np
+
+__all__ = ["FORMAT", "VERSION", "Checkpointer", "load", "setup", "resume",
+           "continuation", "continue_result"]
+
+FORMAT = "fastsurrogate-checkpoint"
+VERSION = 1
+DEFAULT_EVERY = 1000
+
+_CHAIN_ARRAYS = ("q", "grad", "dual_avg")
+
+# state the replay cannot restore yet (C hooks and recorders between spans,
+# other chain types)
+_UNSUPPORTED = {
+    "rmhmc": "its RMChain has no saved state yet", "rns-rmhmc": "its RMChain has no saved "
+    "state yet", "sgld": "SG chains have no saved state yet", "sghmc": "SG chains have no "
+    "saved state yet"}
+
+
+# -- the file -----------------------------------------------------------------------
+
+def _jsonable(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.bool_):
+        return bool(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"{type(o).__name__} is not JSON serialisable")
+
+
+def write_npz(path, header, arrays):
+    """Write header (JSON) + arrays to `path` atomically (tmp file + os.replace)."""
+    path = os.fspath(path)
+    tmp = f"{path}.tmp{os.getpid()}"
+    blob = np.frombuffer(json.dumps(header, default=_jsonable).encode("utf-8"), dtype=np.uint8)
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, __header__=blob, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_npz(path, fmt, version):
+    """(header, arrays) of a file written by :func:`write_npz`; checks format and version."""
+    path = os.fspath(path)
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path!r} is not a readable .npz file: {exc}") from None
+    with z:
+        if "__header__" not in z.files:
+            raise ValueError(f"{path!r} has no __header__: not a {fmt} file")
+        header = json.loads(bytes(z["__header__"]).decode("utf-8"))
+        if header.get("format") != fmt:
+            raise ValueError(f"{path!r} is a {header.get('format')!r} file, not {fmt!r}")
+        if header.get("version", 0) > version:
+            raise ValueError(f"{path!r} has {fmt} version {header['version']}; this "
+                             f"fastsurrogate reads up to version {version}")
+        arrays = {k: z[k] for k in z.files if k != "__header__"}
+    return header, arrays
+
+
+# -- what identifies a run ------------------------------------------------------------
+
+def fingerprint(sampler):
+    """A hash of the sampler's options (arrays by content, potentials by type and dim)."""
+    h = hashlib.sha256(type(sampler).__name__.encode())
+    for name in sorted(vars(sampler)):
+        if name.startswith("_"):
+            continue
+        v = getattr(sampler, name)
+        h.update(name.encode())
+        if isinstance(v, np.ndarray):
+            h.update(np.ascontiguousarray(v).tobytes())
+        elif v is None or isinstance(v, (bool, int, float, str, np.number)):
+            h.update(repr(v).encode())
+        elif hasattr(v, "dim") and hasattr(v, "value"):
+            h.update(f"{type(v).__name__}/{v.dim}".encode())
+        elif isinstance(v, (tuple, list)) and all(
+                isinstance(x, (bool, int, float, str, type(None))) for x in v):
+            h.update(repr(v).encode())
+        else:
+            h.update(type(v).__name__.encode())
+    return h.hexdigest()[:16]
+
+
+def _seed_record(generator):
+    ss = generator.bit_generator.seed_seq
+    ent = ss.entropy
+    return {"bit_generator": type(generator.bit_generator).__name__,
+            "entropy": [int(x) for x in ent] if isinstance(ent, (list, tuple, np.ndarray))
+            else int(ent),
+            "spawn_key": [int(x) for x in ss.spawn_key], "pool_size": int(ss.pool_size),
+            "n_children_spawned": int(ss.n_children_spawned)}
+
+
+def _generator(record, state=None):
+    ss = np.random.SeedSequence(record["entropy"], spawn_key=tuple(record["spawn_key"]),
+                                pool_size=record["pool_size"],
+                                n_children_spawned=record["n_children_spawned"])
+    g = np.random.Generator(getattr(np.random, record["bit_generator"])(ss))
+    if state is not None:
+        g.bit_generator.state = state
+    return g
+
+
+# -- objects a sampler asks to be saved with its chain (ChainContext.track) -------------
+#
+# Each gives (scalars, arrays) in two sizes: "small", what Python reads
+# between spans (saved at every span end), and "full" (saved at the
+# snapshot).  A restore at a span end takes the small scalars with the
+# snapshot's full arrays: everything stored in arrays only grows (histories,
+# recorded points), so its first rows are the earlier state's.
+
+def _state_of(obj, full):
+    if hasattr(obj, "_ckpt_state"):            # trainers and hooks (surrogates/_online.pyx)
+        return obj._ckpt_state(full)
+    kind = type(obj).__name__
+    if kind == "RandomNetwork":
+        return {"out_bias": float(obj.out_bias)}, {"v": obj.output_weights}
+    if kind == "RecordingPotential":
+        sc = {"count": int(obj.n_stored), "seen": int(obj.n_seen), "active": bool(obj.active)}
+        if not full:
+            return sc, {}
+        Q, G, U = obj.points()
+        return sc, {"Q": Q, "G": G, "U": U}
+    if kind == "OnlineOutputLayer":
+        return {"n_seen": int(obj.n_seen), "n_resolves": int(obj.n_resolves),
+                "since": int(obj._since)}, {}
+    raise TypeError(f"checkpoints cannot save a {kind}")
+
+
+def _restore(obj, sc, arr):
+    if hasattr(obj, "_ckpt_restore"):
+        obj._ckpt_restore(sc, arr)
+        return
+    kind = type(obj).__name__
+    if kind == "RandomNetwork":
+        obj.output_weights = arr["v"]
+        obj.out_bias = sc["out_bias"]
+    elif kind == "RecordingPotential":
+        n = sc["count"]
+        obj._restore(arr["Q"][:n], arr["G"][:n], arr["U"][:n], sc["seen"], sc["active"])
+    elif kind == "OnlineOutputLayer":
+        obj.n_seen, obj.n_resolves, obj._since = sc["n_seen"], sc["n_resolves"], sc["since"]
+
+
+def _objects_state(log, full):
+    return [_state_of(o, full) for o in log.objects]
+
+
+def _restore_objects(log, states, full_states):
+    for i, (sc, arr) in enumerate(states):
+        merged = dict(full_states[i][1]) if full_states is not None else {}
+        merged.update(arr)
+        _restore(log.objects[i], sc, merged)
+
+
+# -- the per-chain log ----------------------------------------------------------------
+
+class _ChainLog:
+    def __init__(self):
+        self.n_iter = 0          # iterations this chain ran in run_span, all spans
+        self.spans = []          # finished spans: dicts (key, trace, start, end, state, rng)
+        self.traces = []         # distinct trace dicts in order of first use
+        self.names = {}          # id(trace) -> name
+        self.current = None      # (key, trace name, start) of the span in progress
+        self.snap = None         # the last boundary snapshot
+        self.replay = None       # loaded (spans, snap, arrays) while replaying
+        self.objects = []        # tracked objects (ChainContext.track), in order
+        self.replayed = False    # the last span was replayed whole
+
+    def name(self, trace):
+        n = self.names.get(id(trace))
+        if n is None:
+            n = f"t{len(self.traces)}"
+            self.names[id(trace)] = n
+            self.traces.append(trace)   # keeps it alive: ids are not reused
+        return n
+
+
+def _chain_state(ctx, chain):
+    return {"state": chain.get_state(),
+            "rng": ctx.generator.bit_generator.state}
+
+
+def _set_chain_state(ctx, chain, st):
+    chain.set_state(st["state"])
+    ctx.generator.bit_generator.state = st["rng"]
+
+
+class Checkpointer:
+    """Writes a run's checkpoints and, when resuming, replays the spans the
+    loaded checkpoint covers.  One per run (``run.checkpoint``); the hooks in
+    ``ChainContext.run_span`` call :meth:`enter_span`, :meth:`chunk`,
+    :meth:`boundary` and :meth:`leave_span`."""
+
+    def __init__(self, run, path, every, header, loaded=None):
+        self.run = run
+        self.path = None if path is None else os.fspath(path)
+        self.every = every
+        self.header = header
+        self.lock = threading.Lock()
+        self.logs = [_ChainLog() for _ in run.ctxs]
+        self.n_writes = 0
+        if loaded is not None:
+            lh, arrays = loaded
+            for k, log in enumerate(self.logs):
+                rec = lh["logs"][k]
+                if rec["snap"] is not None:
+                    log.replay = (rec["spans"], rec["snap"], _chain_arrays(arrays, k))
+
+    # -- hooks called by run_span ---------------------------------------------------
+    def enter_span(self, ctx, chain, trace, start, stop_row, key):
+        """(row, finished): where the span continues, and whether the replay did all of it."""
+        log = self.logs[ctx.index]
+        name = log.name(trace)
+        j = len(log.spans)
+        log.current = (key, name, start)
+        log.replayed = False
+        if log.replay is None:
+            return start, False
+        spans, snap, arrays = log.replay
+        entry = spans[j] if j < len(spans) else snap
+        if j > len(spans) or entry["key"] != key or entry["start"] != start \
+                or entry["trace"] != name:
+            raise RuntimeError(
+                f"chain {ctx.index}: the resumed run does not retrace the checkpoint (span "
+                f"{j}: {key!r} from row {start}, checkpoint: {entry['key']!r} from row "
+                f"{entry['start']}); resume with the same sampler options and sizes")
+        end = entry["end"] if j < len(spans) else snap["row"]
+        tr = arrays["traces"][name]
+        for field, a in tr.items():
+            if field in trace:
+                trace[field][start:end] = a[start:end]
+        st = arrays["spans"][j] if j < len(spans) else arrays["snap"]
+        _set_chain_state(ctx, chain, st)
+        full = arrays["snap"]["objs"]
+        if len(st["objs"]) != len(log.objects):
+            raise RuntimeError(f"chain {ctx.index}: the resumed run tracks {len(log.objects)} "
+                               f"objects at span {j}, the checkpoint {len(st['objs'])}")
+        _restore_objects(log, st["objs"], full)
+        ctx.done[key] = end
+        ctx.report(end - start)
+        if j < len(spans):
+            log.n_iter += end - start
+            log.spans.append(dict(entry, _arrays=st))
+            log.replayed = True
+            return end, True
+        # the snapshot: the metric too, then run on for real
+        inv = st.get("inv_metric")
+        chain.set_inv_metric(inv)
+        log.n_iter = snap["n_iter"]
+        log.snap = dict(snap, _arrays=st)
+        log.replay = None
+        return end, False
+
+    def chunk(self, ctx, n):
+        """n capped so that chunks end on the checkpoint boundaries."""
+        if self.path is None:
+            return n
+        left = self.every - self.logs[ctx.index].n_iter % self.every
+        return min(n, left)
+
+    def boundary(self, ctx, chain, row, n_done, status):
+        """After a chunk: count it; at a boundary, snapshot this chain and write."""
+        log = self.logs[ctx.index]
+        log.n_iter += n_done
+        if self.path is None or status != 0 or n_done == 0 or log.n_iter % self.every:
+            return
+        key, name, start = log.current
+        st = _chain_state(ctx, chain)
+        st["objs"] = _objects_state(log, True)
+        inv = chain.inv_metric
+        if inv is not None:
+            st["inv_metric"] = inv
+        log.snap = {"key": key, "trace": name, "start": start, "row": row,
+                    "n_iter": log.n_iter, "span": len(log.spans), "_arrays": st}
+        self.write()
+
+    def leave_span(self, ctx, chain, row):
+        log = self.logs[ctx.index]
+        key, name, start = log.current
+        st = _chain_state(ctx, chain)
+        st["objs"] = _objects_state(log, False)
+        log.spans.append({"key": key, "trace": name, "start": start, "end": row,
+                          "_arrays": st})
+        log.current = None
+
+    def track(self, ctx, obj):
+        """Save obj's state with chain ctx's checkpoints (see ChainContext.track)."""
+        _state_of(obj, False)        # a TypeError now for what cannot be saved
+        self.logs[ctx.index].objects.append(obj)
+
+    def replayed(self, ctx):
+        return self.logs[ctx.index].replayed
+
+    # -- writing ----------------------------------------------------------------------
+    def write(self):
+        """Write every chain's last snapshot (and the rows and spans before it)."""
+        with self.lock:
+            header = dict(self.header, logs=[])
+            arrays = {}
+            for k, log in enumerate(self.logs):
+                snap = log.snap
+                if snap is None:
+                    header["logs"].append({"snap": None, "spans": []})
+                    continue
+                spans = log.spans[:snap["span"]]
+                rows = {}
+                for s in spans + [dict(snap, end=snap["row"])]:
+                    rows[s["trace"]] = max(rows.get(s["trace"], 0), s["end"])
+                for name, n in rows.items():
+                    trace = log.traces[int(name[1:])]
+                    for field, a in trace.items():
+                        arrays[f"c{k}/traces/{name}/{field}"] = a[:n]
+                for j, s in enumerate(spans):
+                    _put_state(arrays, f"c{k}/spans/{j}", s["_arrays"])
+                _put_state(arrays, f"c{k}/snap", snap["_arrays"])
+                header["logs"].append({
+                    "snap": {x: v for x, v in snap.items() if x != "_arrays"},
+                    "spans": [{x: v for x, v in s.items() if x != "_arrays"} for s in spans],
+                    "states": [_state_scalars(s["_arrays"]) for s in spans],
+                    "snap_state": _state_scalars(snap["_arrays"])})
+            write_npz(self.path, header, arrays)
+            self.n_writes += 1
+
+
+def _state_scalars(st):
+    s = {k: v for k, v in st["state"].items() if k not in _CHAIN_ARRAYS}
+    return {"state": s, "rng": st["rng"], "has_inv_metric": "inv_metric" in st,
+            "objs": [{"scalars": sc, "arrays": sorted(arr)} for sc, arr in st["objs"]]}
+
+
+def _put_state(arrays, prefix, st):
+    for k in _CHAIN_ARRAYS:
+        arrays[f"{prefix}/{k}"] = st["state"][k]
+    if "inv_metric" in st:
+        arrays[f"{prefix}/inv_metric"] = st["inv_metric"]
+    for i, (_, arr) in enumerate(st["objs"]):
+        for name, a in arr.items():
+            arrays[f"{prefix}/o{i}/{name}"] = np.asarray(a)
+
+
+def _get_state(arrays, prefix, scalars):
+    state = dict(scalars["state"])
+    for k in _CHAIN_ARRAYS:
+        state[k] = arrays[f"{prefix}/{k}"]
+    st = {"state": state, "rng": scalars["rng"]}
+    if scalars["has_inv_metric"]:
+        st["inv_metric"] = arrays[f"{prefix}/inv_metric"]
+    st["objs"] = [(o["scalars"], {name: arrays[f"{prefix}/o{i}/{name}"] for name in o["arrays"]})
+                  for i, o in enumerate(scalars["objs"])]
+    return st
+
+
+def _chain_arrays(arrays, k):
+    """Chain k's traces and states from the loaded arrays (filled in by :func:`load`)."""
+    return arrays["_chains"][k]
+
+
+def load(path):
+    """(header, arrays) of a checkpoint, chain states and traces regrouped per chain."""
+    header, flat = read_npz(path, FORMAT, VERSION)
+    chains = []
+    for k, rec in enumerate(header["logs"]):
+        pre = f"c{k}/"
+        traces = {}
+        for key, a in flat.items():
+            if key.startswith(pre + "traces/"):
+                _, _, name, field = key.split("/", 3)
+                traces.setdefault(name, {})[field] = a
+        c = {"traces": traces, "spans": [], "snap": None}
+        if rec["snap"] is not None:
+            c["spans"] = [_get_state(flat, f"{pre}spans/{j}", s)
+                          for j, s in enumerate(rec["states"])]
+            c["snap"] = _get_state(flat, f"{pre}snap", rec["snap_state"])
+        chains.append(c)
+    return header, {"_chains": chains}
+
+
+# -- entry points used by Sampler.sample ----------------------------------------------
+
+def _check_every(checkpoint_every):
+    from ._base import check_int
+    if checkpoint_every is None:
+        return DEFAULT_EVERY
+    return check_int("checkpoint_every", checkpoint_every, 1)
+
+
+def setup(sampler, *, n_draws, n_warmup, chains, keep_warmup, generators, checkpoint,
+          checkpoint_every, resume, seed=None):
+    """Check the checkpoint arguments before any work.  Returns (generators,
+    make_checkpointer): the chains' generators (the checkpoint's, when
+    resuming) and a function run -> Checkpointer."""
+    reason = _UNSUPPORTED.get(sampler.method) or sampler.checkpoint_support()
+    if reason is not None:
+        raise ValueError(f"checkpoint/resume is not available for this {sampler.method} "
+                         f"run: {reason}")
+    every = _check_every(checkpoint_every)
+    if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike)):
+        raise TypeError(f"checkpoint must be a path, got {type(checkpoint).__name__}")
+    if checkpoint is not None:
+        folder = os.path.dirname(os.path.abspath(os.fspath(checkpoint)))
+        if not os.path.isdir(folder):
+            raise ValueError(f"checkpoint: folder {folder!r} does not exist")
+    call = {"method": sampler.method, "n_draws": n_draws, "n_warmup": n_warmup,
+            "chains": chains, "keep_warmup": bool(keep_warmup),
+            "options": fingerprint(sampler), "dim": sampler.potential.dim}
+    loaded = None
+    if resume is not None:
+        if not isinstance(resume, (str, os.PathLike)):
+            raise TypeError(f"resume must be a checkpoint path or a Result, got "
+                            f"{type(resume).__name__}")
+        header, arrays = load(resume)
+        for key, mine in call.items():
+            if header.get(key) != mine:
+                what = "the sampler's options" if key == "options" else key
+                raise ValueError(
+                    f"resume={os.fspath(resume)!r}: {what} differ(s) from the checkpoint's "
+                    f"({header.get(key)!r} there, {mine!r} here); call sample with the "
+                    "arguments of the checkpointed run")
+        if seed is not None and [_seed_record(g) for g in generators] != header["seeds"]:
+            raise ValueError(f"resume={os.fspath(resume)!r}: the seed differs from the "
+                             "checkpointed run's (omit seed= to take the checkpoint's)")
+        generators = [_generator(r) for r in header["seeds"]]
+        loaded = (header, arrays)
+        if checkpoint is None:
+            checkpoint = resume
+        if checkpoint_every is None:
+            every = header.get("checkpoint_every", every)
+    header = dict(call, format=FORMAT, version=VERSION, checkpoint_every=every,
+                  seeds=[_seed_record(g) for g in generators])
+
+    def make(run):
+        return Checkpointer(run, checkpoint, every, header, loaded)
+
+    return generators, make
+
+
+def resume(path, potential, **options):
+    """Continue the run checkpointed in `path` (written by ``sample(...,
+    checkpoint=path)``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The checkpoint file.
+    potential : Potential
+        The same target (the checkpoint does not hold the data).
+    **options
+        The same sampler options as the checkpointed run (``step_size``,
+        ``n_hidden``, ...); they are checked against the checkpoint's
+        fingerprint.  Sizes, chains and seeds come from the checkpoint;
+        ``progress`` and ``checkpoint_every`` may be given.
+
+    Returns
+    -------
+    Result
+        Bit for bit the Result of the uninterrupted run (timings aside).
+
+    Examples
+    --------
+    >>> import fastsurrogate as fs, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "run.npz")
+    >>> m = fs.models.StandardNormal(2)
+    >>> a = fs.sample(m, "hmc", 100, 100, chains=1, seed=1, progress=False, checkpoint=path,
+    ...               checkpoint_every=50)
+    >>> b = fs.resume(path, m, progress=False)
+    >>> bool((a.draws == b.draws).all())
+    True
+    """
+    import fastsurrogate as fs
+    header, _ = read_npz(path, FORMAT, VERSION)
+    return fs.sample(potential, header["method"], header["n_draws"], header["n_warmup"],
+                     chains=header["chains"], keep_warmup=header["keep_warmup"],
+                     resume=path, **options)
+
+
+# -- continuing from a Result ---------------------------------------------------------
+
+_POTENTIAL = "__potential__"
+
+
+def _ref(p, potential):
+    """The run's potential (or a recorder of it: NNgHMC) as a marker: the
+    continuation is given the potential again, and a pickled Result stays small."""
+    if p is potential or getattr(p, "potential", None) is potential:
+        return _POTENTIAL
+    return p
+
+
+def continuation(run):
+    """What ``sample(..., resume=result)`` needs, per chain: the last chain's
+    drive and judge, options, state, metric and random stream.  None when a
+    chain has no chain (stopped before it started)."""
+    out = []
+    for ctx in run.ctxs:
+        chain = ctx.chain
+        if chain is None or not hasattr(chain, "get_config"):
+            return None
+        out.append({
+            "drive": _ref(chain.drive, run.potential),
+            "judge": _ref(chain.judge, run.potential),
+            "config": chain.get_config(), "state": chain.get_state(),
+            "step_size": chain.step_size, "inv_metric": chain.inv_metric,
+            "seed": _seed_record(ctx.generator), "rng": ctx.generator.bit_generator.state})
+    return {"method": run.sampler.method, "dim": run.potential.dim, "chains": out}
+
+
+def continue_result(sampler, res, n_draws, progress, keep_warmup):
+    """Run n_draws more iterations of every chain of `res`, from where they stopped."""
+    from ._base import Run
+    from ..core._hmc import Chain
+    cont = getattr(res, "_continuation", None)
+    if cont is None:
+        raise ValueError("this Result cannot be continued: it was made by a sampler run "
+                         "that stopped before its chains started, or by an older version")
+    if cont["method"] != sampler.method:
+        raise ValueError(f"resume: the Result is from {cont['method']!r}, this sampler is "
+                         f"{sampler.method!r}")
+    if cont["dim"] != sampler.potential.dim:
+        raise ValueError(f"resume: the Result has dim {cont['dim']}, the potential "
+                         f"{sampler.potential.dim}")
+    recs = cont["chains"]
+    generators = [_generator(r["seed"], r["rng"]) for r in recs]
+    q0 = np.stack([r["state"]["q"] for r in recs])
+    run = Run(sampler, n_draws, 0, generators, q0, progress, keep_warmup)
+    run.exact = res.exact
+    run.surrogate = res.surrogate
+    run.info = {"continued": True, "continued_from_draws": int(res.n_done.min())}
+    pot = sampler.potential
+
+    def worker(ctx):
+        r = recs[ctx.index]
+        drive = pot if r["drive"] == _POTENTIAL else r["drive"]
+        judge = pot if r["judge"] == _POTENTIAL else r["judge"]
+        chain = Chain(drive, judge, r["state"]["q"], ctx.generator, step_size=r["step_size"],
+                      inv_metric=r["inv_metric"], **r["config"])
+        chain.set_state(r["state"])
+        ctx.chain = chain
+        with ctx.phase("sample"):
+            ctx.run_span(chain, ctx.main, 0, n_draws, "sample")
+
+    from ._base import _Stopped
+    run.start(q0, warm_rows=0)
+    drives = [pot if r["drive"] == _POTENTIAL else r["drive"] for r in recs]
+    parallel = pot.thread_safe and all(d.thread_safe for d in drives)
+    try:
+        run.each_chain(worker, n_draws, "continue", parallel=parallel)
+    except _Stopped:
+        pass
+    except KeyboardInterrupt:
+        run.interrupted = True
+    out = run.result()
+    if run.error is not None:
+        run.error.result = out
+        raise run.error
+    return out
