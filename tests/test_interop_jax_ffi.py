@@ -14,7 +14,6 @@ import fastsurrogate as fs  # noqa: E402
 from fastsurrogate.interop import _xla_ffi, to_jax  # noqa: E402
 from fastsurrogate.interop._jax import _calls_python  # noqa: E402
 from fastsurrogate.models import posteriordb as pdb  # noqa: E402
-from test_posteriordb_hmc import compare_to_reference  # noqa: E402
 
 
 @pytest.fixture(scope="module")
