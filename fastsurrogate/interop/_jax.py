@@ -237,7 +237,9 @@ def to_jax(potential, *, vmap_method="sequential", backend="auto"):
         built Python (``$CC`` overrides) into ``~/.cache/fastsurrogate``
         (``$FASTSURROGATE_CACHE_DIR`` overrides); ``FASTSURROGATE_JAX_FFI=0``
         turns it off.  It costs a few microseconds per call where a
-        callback costs a few hundred.
+        callback costs a few hundred.  A function traced with it holds
+        the potential's address, so it runs in this process only (no
+        ``jax.export``).
 
     Returns
     -------
