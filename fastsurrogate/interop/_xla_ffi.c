@@ -73,6 +73,9 @@ static XLA_FFI_Error *fs_xla_fill_metadata(const XLA_FFI_CallFrame *frame,
     md->api_version.major_version = XLA_FFI_API_MAJOR;
     md->api_version.minor_version = XLA_FFI_API_MINOR;
     md->traits = 0;
+    /* a stateless handler: no state type (newer metadata structs have it) */
+    if (md->struct_size >= offsetof(XLA_FFI_Metadata, state_type_id) + sizeof md->state_type_id)
+        md->state_type_id.type_id = 0;
     return NULL;
 }
 
