@@ -71,7 +71,7 @@ def test_one_callback_per_value_and_gradient():
 @pytest.mark.parametrize("vmap_method", ["sequential", "expand_dims"])
 def test_vmap_over_chains(vmap_method):
     pot = _glm()
-    logp = to_jax(pot, vmap_method=vmap_method)
+    logp = to_jax(pot, vmap_method=vmap_method, backend="callback")
     Q = np.random.default_rng(1).normal(size=(5, 4)) * 0.3
     v, g = jax.jit(jax.vmap(jax.value_and_grad(logp)))(Q)
     for k in range(5):
@@ -109,8 +109,9 @@ def test_numpyro_nuts_reproduces_a_posteriordb_posterior(data_dir):
     pytest.importorskip("numpyro")
     from numpyro.infer import MCMC, NUTS
     pot, ref = _posteriordb(data_dir)
-    # chains vectorised: one host callback evaluates both chains
-    logp = to_jax(pot, vmap_method="expand_dims")
+    # the pure_callback path (the FFI path: test_interop_jax_ffi.py); chains
+    # vectorised: one host callback evaluates both chains
+    logp = to_jax(pot, vmap_method="expand_dims", backend="callback")
     chains, n = 2, 600
     mcmc = MCMC(NUTS(potential_fn=logp.potential_fn), num_warmup=300, num_samples=n,
                 num_chains=chains, chain_method="vectorized", progress_bar=False)

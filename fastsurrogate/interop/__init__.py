@@ -6,7 +6,7 @@ its library only when used:
 
 ==========================  ====================================================
 ``to_jax(potential)``       a jittable, differentiable, vmappable JAX log
-                            density (``jax.pure_callback`` + ``custom_vjp``)
+                            density (XLA FFI or ``jax.pure_callback``, + ``custom_vjp``)
                             for NumPyro (``potential_fn``) and BlackJAX
                             (``logdensity_fn``); module ``interop._jax``
 ``to_pytensor(potential)``  a PyTensor Op (value and gradient in one call) for
