@@ -304,8 +304,10 @@ class Run:
     """One call of :meth:`Sampler.sample`: its sizes, its chains and what the
     phases leave for the result (``info``, ``surrogate``, ``exact``)."""
 
-    def __init__(self, sampler, n_draws, n_warmup, generators, init, progress, keep_warmup):
+    def __init__(self, sampler, n_draws, n_warmup, generators, init, progress, keep_warmup,
+                 executor=None):
         self.sampler = sampler
+        self.executor = executor
         self.potential = sampler.potential
         self.n_draws, self.n_warmup = n_draws, n_warmup
         self.generators = generators
@@ -365,7 +367,10 @@ class Run:
             parallel = self.potential.thread_safe
         self._bar = _make_bar(self.chains * n_iter, self.progress, desc)
         try:
-            if parallel and self.chains > 1:
+            if self.executor is not None:
+                from ._executors import run_chains
+                run_chains(self, worker, parallel, desc)
+            elif parallel and self.chains > 1:
                 self._in_threads(worker)
             else:
                 self._in_turn(worker)
@@ -487,7 +492,7 @@ class Sampler:
         self.potential = check_potential(potential)
 
     def sample(self, n_draws=1000, n_warmup=None, *, chains=None, seed=None, init=None,
-               progress=True, keep_warmup=True):
+               progress=True, keep_warmup=True, executor=None):
         """Run the chains.
 
         Parameters
@@ -510,6 +515,12 @@ class Sampler:
             Show progress bars.
         keep_warmup : bool
             Keep the warm-up draws in ``result.warmup_draws``.
+        executor : concurrent.futures.Executor or dask distributed.Client, optional
+            Where the per-chain phases run (a ThreadPoolExecutor, a
+            ProcessPoolExecutor, a Dask cluster); training on pooled chains
+            stays in this process.  Same seed, same draws, whatever the
+            executor (see :mod:`fastsurrogate.samplers._executors`).
+            Default: threads for compiled potentials, in turn for Python ones.
 
         Returns
         -------
@@ -529,7 +540,9 @@ class Sampler:
         self.check_sizes(n_draws, n_warmup)
         generators = chain_generators(seed, chains)
         init = check_init(init, self.potential.dim, chains)
-        run = Run(self, n_draws, n_warmup, generators, init, progress, keep_warmup)
+        from ._executors import check_executor
+        run = Run(self, n_draws, n_warmup, generators, init, progress, keep_warmup,
+                  executor=check_executor(executor))
         self._run_phases(run)
         res = run.result()
         if run.error is not None:
