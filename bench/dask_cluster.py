@@ -51,6 +51,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="N = 20000 and 300 + 300 iterations")
     ap.add_argument("--n-draws", type=int, default=1000)
     ap.add_argument("--n-warmup", type=int, default=1000)
+    ap.add_argument("--hmc-warmup", type=int, default=200)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
@@ -87,13 +88,16 @@ def main():
         out = {}
         log("exact HMC on the cluster")
         t0 = time.perf_counter()
-        out["HMC"] = (fs.sample(dist, method="hmc", **common), time.perf_counter() - t0)
+        # started at the MAP without adaptation, HMC needs no long warm-up: a
+        # shorter one only shortens HMC's whole-run time (in its favour)
+        out["HMC"] = (fs.sample(dist, method="hmc", **dict(common, n_warmup=args.hmc_warmup)),
+                      time.perf_counter() - t0)
         log("RNS-HMC on the cluster")
         t0 = time.perf_counter()
         out["RNS-HMC"] = (fs.sample(dist, method="rns-hmc", n_hidden=2000, guard=None,
                                     **common), time.perf_counter() - t0)
-    lines += [f"N = {n}, d = {d}, step 0.045, L = 6 (random), s = 2000, {n_warmup} "
-              f"warm-up (HMC) / exploration (RNS-HMC) + {n_draws} kept iterations, 1 chain, "
+    lines += [f"N = {n}, d = {d}, step 0.045, L = 6 (random), s = 2000, {args.hmc_warmup} "
+              f"warm-up (HMC) / {n_warmup} exploration (RNS-HMC) + {n_draws} kept iterations, 1 chain, "
               f"both with the Dask-backed model as the exact potential", "",
               "| method | AP | min ESS | s/iter (sampling) | min ESS/s (sampling) | "
               "speed-up | whole run s | min ESS/s (whole run) | speed-up (whole run) |",

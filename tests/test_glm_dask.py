@@ -78,11 +78,12 @@ def test_rns_hmc_with_x_on_the_cluster_is_exact(client):
     ref = fs.sample(ref_model, method="hmc", n_draws=4000, n_warmup=500, chains=4, seed=2,
                     progress=False, n_steps=8)
     model = fs.models.LogisticRegression(da.from_array(X, chunks=(1000, 4)), y, prior_sd=10.0)
-    res = fs.sample(model, method="rns-hmc", n_draws=1500, n_warmup=200, chains=1, seed=3,
+    # about 1500 exact calls on the cluster (a few ms each on an idle machine)
+    res = fs.sample(model, method="rns-hmc", n_draws=1000, n_warmup=150, chains=1, seed=3,
                     progress=False, n_steps=8, n_hidden=100)
     assert res.potential is model and res.surrogate is not None
     # one exact U per kept iteration, none for the surrogate trajectory
-    assert res.info["exact_evaluations"] <= 1500
+    assert res.info["exact_evaluations"] <= 1000
     a, b = res.draws, ref.draws
     zm = (a.mean(axis=(0, 1)) - b.mean(axis=(0, 1))) / np.hypot(
         diagnostics.mcse_mean(a), diagnostics.mcse_mean(b))

