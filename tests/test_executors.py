@@ -114,6 +114,23 @@ def _fails_after_a_while(q):
     return 0.5 * float(q @ q), q
 
 
+def test_vhmc_chains_in_processes(model, processes):
+    kw = dict(n_draws=100, n_warmup=200, chains=2, seed=1, progress=False, n_hidden=30)
+    ref = fs.sample(model, method="vhmc", **kw)
+    res = fs.sample(model, method="vhmc", executor=processes, **kw)
+    _same(res, ref)
+
+
+@pytest.mark.parametrize("method", ["nnghmc", "arns-hmc", "rmhmc"])
+def test_local_only_samplers_refuse_a_process_pool(model, processes, method):
+    with pytest.raises(TypeError, match="cannot leave this process"):
+        fs.sample(model, method=method, n_draws=10, n_warmup=500, progress=False,
+                  executor=processes)
+    res = fs.sample(model, method="hmc", n_draws=10, n_warmup=10, chains=2, progress=False,
+                    executor=ThreadPoolExecutor(2))
+    assert res.draws.shape == (2, 10, model.dim)
+
+
 def test_bad_executor_is_a_type_error(model):
     with pytest.raises(TypeError, match="executor"):
         fs.sample(model, method="hmc", n_draws=10, n_warmup=10, executor="threads",

@@ -485,6 +485,9 @@ class Sampler:
     """
 
     method = "base"
+    # False: the chains' state does not pickle, so executor= takes only a
+    # ThreadPoolExecutor (see samplers/_executors.py)
+    remote_chains = True
     default_chains = 4
     default_warmup = 1000
 
@@ -542,7 +545,7 @@ class Sampler:
         init = check_init(init, self.potential.dim, chains)
         from ._executors import check_executor
         run = Run(self, n_draws, n_warmup, generators, init, progress, keep_warmup,
-                  executor=check_executor(executor))
+                  executor=check_executor(executor, self))
         self._run_phases(run)
         res = run.result()
         if run.error is not None:

@@ -13,10 +13,18 @@ sampling, trials) to ``ex``:
   it, and the state comes back and replaces the local one.
 
 Everything between the per-chain phases stays in the calling process: the
-pooled training of RNS-HMC, NNgHMC and VHMC's batch steps, the no-regret
-decisions, the Result.  So a surrogate trained on all chains' exploration
-states is trained once, centrally, and then shipped (pickled) to the
-chains.  What each chain computes does not depend on where it runs: chain k
+pooled training, the no-regret decisions, the Result.  What runs where:
+
+- HMC, NUTS: each chain's warm-up and sampling run on the executor;
+- RNS-HMC: each chain's exploration, no-regret trial and exploitation (with
+  its guard retraining) on the executor; the network fitted to the pooled
+  exploration states is trained once here and shipped to the chains;
+- VHMC: the Laplace approximation here; each chain's whole run (its online
+  score-matching hook included) on the executor;
+- NNgHMC, ARNS-HMC, RMHMC, RNS-RMHMC: their chain state (the recording
+  potential and trainer, the online hook, the generalized-leapfrog chain)
+  does not pickle, so they take only a ThreadPoolExecutor (a TypeError
+  says so before any work).  What each chain computes does not depend on where it runs: chain k
 uses child k of the seed's SeedSequence, its generator travels with it, and
 the C kernels give bit-for-bit the same result in every process.  The same
 seed gives the same draws with threads, processes or a cluster, with any
@@ -57,9 +65,15 @@ def _is_dask_client(obj):
     return mod.split(".")[0] == "distributed" and hasattr(obj, "submit") and hasattr(obj, "scatter")
 
 
-def check_executor(executor):
-    """`executor` if it is None, a concurrent.futures.Executor or a Dask Client."""
-    if executor is None or isinstance(executor, Executor) or _is_dask_client(executor):
+def check_executor(executor, sampler=None):
+    """`executor` if it is None, a concurrent.futures.Executor or a Dask Client
+    (only a ThreadPoolExecutor for a sampler whose chains stay local)."""
+    if executor is None or isinstance(executor, ThreadPoolExecutor):
+        return executor
+    if isinstance(executor, Executor) or _is_dask_client(executor):
+        if sampler is not None and not getattr(sampler, "remote_chains", True):
+            raise TypeError(f"{sampler.method} chains cannot leave this process (their state "
+                            f"does not pickle); pass executor=None or a ThreadPoolExecutor")
         return executor
     raise TypeError("executor must be None, a concurrent.futures.Executor (ThreadPoolExecutor, "
                     "ProcessPoolExecutor, ...) or a dask distributed.Client; got "

@@ -71,6 +71,8 @@ class RMHMC(Sampler):
     """
 
     method = "rmhmc"
+    # RMChain (generalized leapfrog state) does not pickle: chains stay in this process
+    remote_chains = False
     default_chains = 1
 
     def __init__(self, potential, *, metric="fisher", step_size=None, n_steps=3,
@@ -181,6 +183,7 @@ class RNSRMHMC(RNSHMC):
     """
 
     method = "rns-rmhmc"
+    remote_chains = False
 
     def __init__(self, potential, *, metric="fisher", rm_step_size=None, rm_n_steps=3,
                  test_metric="exact", diagonal_metric=False, softabs_alpha=1.0,
