@@ -99,7 +99,6 @@ def test_python_potential_in_processes_matches_in_turn(processes):
 
 
 def test_error_in_a_process_chain_comes_back_with_the_partial_result(processes):
-    res = None
     pot = fs.Potential.from_callable(_fails_after_a_while, 2)
     with pytest.raises(FloatingPointError) as info:
         fs.sample(pot, method="hmc", n_draws=500, n_warmup=10, chains=2, seed=1,
@@ -121,11 +120,12 @@ def test_vhmc_chains_in_processes(model, processes):
     _same(res, ref)
 
 
-@pytest.mark.parametrize("method", ["nnghmc", "arns-hmc", "rmhmc"])
-def test_local_only_samplers_refuse_a_process_pool(model, processes, method):
+@pytest.mark.parametrize("method, kw", [("nnghmc", {}), ("arns-hmc", {}), ("rmhmc", {}),
+                                        ("sgld", {"step_size": 1e-3})])
+def test_local_only_samplers_refuse_a_process_pool(model, processes, method, kw):
     with pytest.raises(TypeError, match="cannot leave this process"):
         fs.sample(model, method=method, n_draws=10, n_warmup=500, progress=False,
-                  executor=processes)
+                  executor=processes, **kw)
     res = fs.sample(model, method="hmc", n_draws=10, n_warmup=10, chains=2, progress=False,
                     executor=ThreadPoolExecutor(2))
     assert res.draws.shape == (2, 10, model.dim)

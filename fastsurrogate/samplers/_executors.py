@@ -21,8 +21,9 @@ pooled training, the no-regret decisions, the Result.  What runs where:
   exploration states is trained once here and shipped to the chains;
 - VHMC: the Laplace approximation here; each chain's whole run (its online
   score-matching hook included) on the executor;
-- NNgHMC, ARNS-HMC, RMHMC, RNS-RMHMC: their chain state (the recording
-  potential and trainer, the online hook, the generalized-leapfrog chain)
+- NNgHMC, ARNS-HMC, RMHMC, RNS-RMHMC, SGLD, SGHMC: their chain state (the
+  recording potential and trainer, the online hook, the generalized-leapfrog
+  chain, the minibatch chain)
   does not pickle, so they take only a ThreadPoolExecutor (a TypeError
   says so before any work).  What each chain computes does not depend on where it runs: chain k
 uses child k of the seed's SeedSequence, its generator travels with it, and
