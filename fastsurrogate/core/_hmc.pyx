@@ -400,6 +400,26 @@ cdef class Chain:
         self.da.mu, self.da.gamma, self.da.t0, self.da.kappa, self.da.delta = da[:5]
         self.da.h_bar, self.da.log_eps, self.da.log_eps_bar, self.da.count = da[5:]
 
+    # -- pickling (chains that leave the process: samplers' executor=) -------
+    def __reduce__(self):
+        # rebuilt by the constructor (which re-evaluates the potentials at the
+        # position: deterministic), then the dual-averaging state
+        algorithm = "nuts" if self.cfg.algorithm == FS_ALGORITHM_NUTS else "hmc"
+        args = (self.drive, self.judge, self._q.copy(), self.generator, self.cfg.step_size,
+                self.cfg.n_steps, bool(self.cfg.random_n_steps), self.inv_metric,
+                self.cfg.max_energy_error, bool(self.cfg.delayed_acceptance), algorithm,
+                int(self.cfg.max_tree_depth), int(self.cfg.surrogate_steps))
+        da = (self.da.mu, self.da.gamma, self.da.t0, self.da.kappa, self.da.delta,
+              self.da.h_bar, self.da.log_eps, self.da.log_eps_bar, self.da.count)
+        return (Chain, args, (bool(self.adapting), da, int(self.n_done_last)))
+
+    def __setstate__(self, state):
+        adapting, da, n_done_last = state
+        (self.da.mu, self.da.gamma, self.da.t0, self.da.kappa, self.da.delta,
+         self.da.h_bar, self.da.log_eps, self.da.log_eps_bar, self.da.count) = da
+        self.adapting = adapting
+        self.n_done_last = n_done_last
+
     # -- adaptation --------------------------------------------------------
     def find_step_size(self):
         """Stan's initial step-size heuristic from the current step size; sets and returns it."""

@@ -52,6 +52,8 @@ cdef class GeneralizedLinearModel(Potential):
     cdef object _y
     cdef object _prior_sd
     cdef object _prior_mean
+    # a DistributedGLM (models/_glm_dask.py) when X, y are Dask arrays; None otherwise
+    cdef object _distributed
 
     cdef _setup(self, int family, X, y, prior_sd, prior_mean, double sigma,
                 n_threads, str labels)

@@ -90,6 +90,12 @@ cdef tuple _validate(X, y, prior_sd, prior_mean, str labels):
     return Xa, ya, sd, mean
 
 
+cdef bint _is_dask_array(x):
+    """A dask.array.Array, recognised without importing dask."""
+    mod = getattr(type(x), "__module__", "") or ""
+    return mod.split(".")[0] == "dask" and hasattr(x, "to_delayed")
+
+
 cdef double _check_sigma(sigma) except -1.0:
     if isinstance(sigma, (bool, np.bool_)) or not isinstance(sigma, numbers.Real):
         raise TypeError(f"sigma must be a positive real number, got {sigma!r}")
@@ -125,9 +131,12 @@ cdef class GeneralizedLinearModel(Potential):
 
     cdef _setup(self, int family, X, y, prior_sd, prior_mean, double sigma,
                 n_threads, str labels):
-        if self._ready:
+        if self._ready or self._distributed is not None:
             raise TypeError(f"{type(self).__name__} is already initialised")
         _check_n_threads(n_threads)
+        if _is_dask_array(X) or _is_dask_array(y):
+            self._setup_distributed(X, y, prior_sd, prior_mean, sigma, n_threads)
+            return
         Xa, ya, sd, mean = _validate(X, y, prior_sd, prior_mean, labels)
         cdef cnp.ndarray Xc = Xa, yc = ya, mc = mean
         cdef const double *sdp = NULL
@@ -157,13 +166,56 @@ cdef class GeneralizedLinearModel(Potential):
 
     cdef int _require_ready(self) except -1:
         if not self._ready:
+            if self._distributed is not None:
+                raise TypeError(f"{type(self).__name__} on Dask arrays evaluates U and its "
+                                f"gradient on the cluster only; this needs X in memory")
             raise TypeError(f"{type(self).__name__} is not initialised")
         return 0
+
+    def _setup_distributed(self, X, y, prior_sd, prior_mean, double sigma, n_threads):
+        """X, y Dask arrays: per-chunk models on the workers, one reduction per call
+        (fastsurrogate/models/_glm_dask.py); this Potential calls it through the
+        Python-callback trampoline."""
+        from ._glm_dask import DistributedGLM
+        d = X.shape[1] if getattr(X, "ndim", 0) == 2 else None
+        if d is None or not np.isfinite(d):
+            raise ValueError(f"X must be 2-D (n_obs, dim) with a known dim, got shape "
+                             f"{getattr(X, 'shape', None)}")
+        # the prior, checked by the in-memory constructor on one dummy row
+        tiny = type(self).__new__(type(self))
+        (<GeneralizedLinearModel>tiny)._setup(self._family_code(), np.zeros((1, int(d))),
+                                              np.zeros(1), prior_sd, prior_mean, sigma, 1,
+                                              "real")
+        dist = DistributedGLM(type(self), X, y, tiny.prior_sd, tiny.prior_mean,
+                              sigma=sigma, n_threads=int(n_threads))
+        cdef Potential cb = Potential.from_callable(dist.value_and_grad, dist.dim,
+                                                    value=dist.value, thread_safe=True)
+        self._distributed = dist
+        self._X = X
+        self._y = y
+        self._prior_sd = tiny.prior_sd
+        self._prior_mean = tiny.prior_mean
+        self._keep = (cb,)           # a callback's exception is found through _keep
+        self.pot = cb.pot
+        self.thread_safe = True
+
+    def _family_code(self):
+        return {"logistic": FS_GLM_LOGISTIC, "probit": FS_GLM_PROBIT,
+                "poisson": FS_GLM_POISSON, "gaussian": FS_GLM_GAUSSIAN}[self._family_name]
+
+    @property
+    def distributed(self):
+        """The Dask side (a ``DistributedGLM``: ``client``, ``n_chunks``) when X
+        and y are Dask arrays, else None."""
+        return self._distributed
 
     # -- properties ------------------------------------------------------
     @property
     def X(self):
-        """The data matrix (n_obs, dim), float64, read-only view."""
+        """The data matrix (n_obs, dim), float64, read-only view (the Dask array
+        itself for a model on Dask arrays)."""
+        if self._distributed is not None:
+            return self._X
         self._require_ready()
         v = self._X.view()
         v.flags.writeable = False
@@ -171,7 +223,9 @@ cdef class GeneralizedLinearModel(Potential):
 
     @property
     def y(self):
-        """The responses (n_obs,), float64, read-only view."""
+        """The responses (n_obs,), float64, read-only view (or the Dask array)."""
+        if self._distributed is not None:
+            return self._y
         self._require_ready()
         v = self._y.view()
         v.flags.writeable = False
@@ -180,19 +234,23 @@ cdef class GeneralizedLinearModel(Potential):
     @property
     def n_obs(self):
         """Number of observations (rows of X)."""
+        if self._distributed is not None:
+            return self._distributed.n_obs
         self._require_ready()
         return int(self.model.n)
 
     @property
     def prior_sd(self):
         """Prior standard deviations (dim,), or None for a flat prior."""
-        self._require_ready()
+        if self._distributed is None:
+            self._require_ready()
         return None if self._prior_sd is None else self._prior_sd.copy()
 
     @property
     def prior_mean(self):
         """Prior means (dim,)."""
-        self._require_ready()
+        if self._distributed is None:
+            self._require_ready()
         return self._prior_mean.copy()
 
     @property
@@ -206,6 +264,8 @@ cdef class GeneralizedLinearModel(Potential):
 
         Set it only while no evaluation of this model is running.
         """
+        if self._distributed is not None:
+            return self._distributed.n_threads
         self._require_ready()
         return int(self.model.n_threads)
 
@@ -253,6 +313,9 @@ cdef class GeneralizedLinearModel(Potential):
         return F
 
     def __repr__(self):
+        if self._distributed is not None:
+            return (f"<{type(self).__name__} n_obs={self._distributed.n_obs} dim={self.pot.dim} "
+                    f"on Dask ({self._distributed.n_chunks} row chunks)>")
         if not self._ready:
             return f"<{type(self).__name__} (not initialised)>"
         return (f"<{type(self).__name__} n_obs={self.model.n} dim={self.pot.dim} "
@@ -303,7 +366,7 @@ cdef class LogisticRegression(GeneralizedLinearModel):
 
     def __reduce__(self):
         return (type(self), (self._X, self._y, self._prior_sd, self._prior_mean,
-                             int(self.model.n_threads)))
+                             self.n_threads))
 
 
 cdef class ProbitRegression(GeneralizedLinearModel):
@@ -333,7 +396,7 @@ cdef class ProbitRegression(GeneralizedLinearModel):
 
     def __reduce__(self):
         return (type(self), (self._X, self._y, self._prior_sd, self._prior_mean,
-                             int(self.model.n_threads)))
+                             self.n_threads))
 
 
 cdef class PoissonRegression(GeneralizedLinearModel):
@@ -363,7 +426,7 @@ cdef class PoissonRegression(GeneralizedLinearModel):
 
     def __reduce__(self):
         return (type(self), (self._X, self._y, self._prior_sd, self._prior_mean,
-                             int(self.model.n_threads)))
+                             self.n_threads))
 
 
 cdef class LinearRegression(GeneralizedLinearModel):
@@ -400,12 +463,14 @@ cdef class LinearRegression(GeneralizedLinearModel):
     @property
     def sigma(self):
         """Noise standard deviation."""
+        if self._distributed is not None:
+            return self._distributed.sigma
         self._require_ready()
         return float(self.model.sigma)
 
     def __reduce__(self):
-        return (type(self), (self._X, self._y, float(self.model.sigma), self._prior_sd,
-                             self._prior_mean, int(self.model.n_threads)))
+        return (type(self), (self._X, self._y, self.sigma, self._prior_sd,
+                             self._prior_mean, self.n_threads))
 
 
 # ---- benchmark and test hooks ----------------------------------------------

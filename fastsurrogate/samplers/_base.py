@@ -360,8 +360,10 @@ class Run:
     """One call of :meth:`Sampler.sample`: its sizes, its chains and what the
     phases leave for the result (``info``, ``surrogate``, ``exact``)."""
 
-    def __init__(self, sampler, n_draws, n_warmup, generators, init, progress, keep_warmup):
+    def __init__(self, sampler, n_draws, n_warmup, generators, init, progress, keep_warmup,
+                 executor=None):
         self.sampler = sampler
+        self.executor = executor
         self.potential = sampler.potential
         self.n_draws, self.n_warmup = n_draws, n_warmup
         self.generators = generators
@@ -455,7 +457,10 @@ class Run:
             parallel = self.potential.thread_safe
         self._bar = _make_bar(self.chains * n_iter, self.progress, desc)
         try:
-            if parallel and self.chains > 1:
+            if self.executor is not None:
+                from ._executors import run_chains
+                run_chains(self, worker, parallel, desc)
+            elif parallel and self.chains > 1:
                 self._in_threads(worker)
             else:
                 self._in_turn(worker)
@@ -571,6 +576,9 @@ class Sampler:
     """
 
     method = "base"
+    # False: the chains' state does not pickle, so executor= takes only a
+    # ThreadPoolExecutor (see samplers/_executors.py)
+    remote_chains = True
     default_chains = 4
     default_warmup = 1000
 
@@ -618,6 +626,12 @@ class Sampler:
             state (position, step size, metric, surrogate, random stream),
             without warm-up; see README "Checkpoint and resume" for what
             equals what.
+        executor : concurrent.futures.Executor or dask distributed.Client, optional
+            Where the per-chain phases run (a ThreadPoolExecutor, a
+            ProcessPoolExecutor, a Dask cluster); training on pooled chains
+            stays in this process.  Same seed, same draws, whatever the
+            executor (see :mod:`fastsurrogate.samplers._executors`).
+            Default: threads for compiled potentials, in turn for Python ones.
 
         Returns
         -------
@@ -641,15 +655,21 @@ class Sampler:
             return _checkpoint.continue_result(self, resume, n_draws, progress, keep_warmup)
         generators = chain_generators(seed, chains)
         init = check_init(init, self.potential.dim, chains)
+        from ._executors import check_executor
+        executor = check_executor(executor, self)
         make_checkpointer = None
         if checkpoint is not None or resume is not None:
+            if executor is not None and not isinstance(executor, ThreadPoolExecutor):
+                raise ValueError("checkpoint= and resume= need the chains in this process "
+                                 "(executor=None or a ThreadPoolExecutor)")
             generators, make_checkpointer = _checkpoint.setup(
                 self, n_draws=n_draws, n_warmup=n_warmup, chains=chains,
                 keep_warmup=keep_warmup, generators=generators, checkpoint=checkpoint,
                 checkpoint_every=checkpoint_every, resume=resume, seed=seed)
         elif checkpoint_every is not None:
             raise ValueError("checkpoint_every needs checkpoint=path")
-        run = Run(self, n_draws, n_warmup, generators, init, progress, keep_warmup)
+        run = Run(self, n_draws, n_warmup, generators, init, progress, keep_warmup,
+                  executor=executor)
         if make_checkpointer is not None:
             run.checkpoint = make_checkpointer(run)
         self._run_phases(run)

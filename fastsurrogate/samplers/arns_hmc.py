@@ -92,6 +92,8 @@ class ARNSHMC(RNSHMC):
     """
 
     method = "arns-hmc"
+    # the online output layer lives in a C hook of each chain: chains stay in this process
+    remote_chains = False
 
     def __init__(self, potential, *, n_start=200, update_every=10, exponent=0.5,
                  online_ridge=None, resync_every=0, online_data="proposals", max_points=None,

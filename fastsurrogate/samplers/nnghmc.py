@@ -166,6 +166,8 @@ class NNGHMC(HMC):
     """
 
     method = "nnghmc"
+    # its chains hold the recording potential and trainer state: they stay in this process
+    remote_chains = False
 
     def __init__(self, potential, *, n_hidden=100, blocks=1, activation="softplus",
                  holdout=0.1, burn_in=0.2, train_start=0.5, train_every=0.1, train_end=None,

@@ -72,6 +72,8 @@ class RMHMC(Sampler):
     """
 
     method = "rmhmc"
+    # RMChain (generalized leapfrog state) does not pickle: chains stay in this process
+    remote_chains = False
     default_chains = 1
 
     def __init__(self, potential, *, metric="fisher", step_size=None, n_steps=3,
@@ -195,6 +197,7 @@ class RNSRMHMC(RNSHMC):
     """
 
     method = "rns-rmhmc"
+    remote_chains = False
 
     def __init__(self, potential, *, metric="fisher", rm_step_size=None, rm_n_steps=3,
                  rm_target_accept=0.9, test_metric="surrogate", diagonal_metric=False,

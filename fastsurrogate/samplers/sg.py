@@ -79,6 +79,8 @@ class SGLD(Sampler):
     """
 
     method = "sgld"
+    # SGChain does not pickle: chains stay in this process (executor=: threads only)
+    remote_chains = False
     algorithm = "sgld"
 
     def __init__(self, potential, *, step_size, step_offset=1.0, step_decay=0.55,

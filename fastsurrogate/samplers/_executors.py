@@ -1,0 +1,295 @@
+"""Chains anywhere: the per-chain phases of a run on an executor.
+
+``sample(..., executor=ex)`` hands every per-chain phase of a run (the
+``worker(ctx)`` calls of :meth:`Run.each_chain`: warm-up, exploration,
+sampling, trials) to ``ex``:
+
+- a :class:`concurrent.futures.ThreadPoolExecutor`: the workers run in this
+  process on the caller's threads (exactly as the default threads do);
+- any other :class:`concurrent.futures.Executor` (a ``ProcessPoolExecutor``,
+  an MPI or Ray pool with that interface) or a Dask ``distributed.Client``:
+  each chain's state (its :class:`~fastsurrogate.core.Chain`, generator,
+  trace arrays, timings) is pickled, the worker runs where the executor puts
+  it, and the state comes back and replaces the local one.
+
+Everything between the per-chain phases stays in the calling process: the
+pooled training, the no-regret decisions, the Result.  What runs where:
+
+- HMC, NUTS: each chain's warm-up and sampling run on the executor;
+- RNS-HMC: each chain's exploration, no-regret trial and exploitation (with
+  its guard retraining) on the executor; the network fitted to the pooled
+  exploration states is trained once here and shipped to the chains;
+- VHMC: the Laplace approximation here; each chain's whole run (its online
+  score-matching hook included) on the executor;
+- NNgHMC, ARNS-HMC, RMHMC, RNS-RMHMC, SGLD, SGHMC: their chain state (the
+  recording potential and trainer, the online hook, the generalized-leapfrog
+  chain, the minibatch chain)
+  does not pickle, so they take only a ThreadPoolExecutor (a TypeError
+  says so before any work).  What each chain computes does not depend on where it runs: chain k
+uses child k of the seed's SeedSequence, its generator travels with it, and
+the C kernels give bit-for-bit the same result in every process.  The same
+seed gives the same draws with threads, processes or a cluster, with any
+number of workers.
+
+Potentials are pickled once per phase beside the chains (not once per
+chain) and come back as the caller's own objects (a pickle persistent id),
+so ``chain.judge is sampler.potential`` still holds after a remote phase.
+A model's data travel with it (a GLM built on NumPy arrays pickles X);
+a GLM built on Dask arrays pickles only references to its persisted chunks.
+
+Not remote: a Ctrl-C stops the waiting, cancels chains that have not
+started and keeps each chain's rows up to the previous phase (a remote
+chain that is running cannot be told to stop); progress bars advance when a
+chain's phase returns.
+"""
+
+import io
+import os
+import pickle
+import socket
+from concurrent.futures import Executor, ThreadPoolExecutor, wait, FIRST_EXCEPTION
+
+import numpy as np
+
+from ..core._potential import Potential
+
+__all__ = ["check_executor", "run_chains", "executor_kind"]
+
+# Run attributes that stay behind (the remote stub gets the rest: sizes, info,
+# and whatever a sampler's phases attach, e.g. NNgHMC's run.net)
+_RUN_LOCAL = {"sampler", "generators", "ctxs", "stop", "_lock", "_bar", "error",
+              "executor", "progress", "interrupted"}
+
+
+def _is_dask_client(obj):
+    mod = type(obj).__module__ or ""
+    return mod.split(".")[0] == "distributed" and hasattr(obj, "submit") and hasattr(obj, "scatter")
+
+
+def check_executor(executor, sampler=None):
+    """`executor` if it is None, a concurrent.futures.Executor or a Dask Client
+    (only a ThreadPoolExecutor for a sampler whose chains stay local)."""
+    if executor is None or isinstance(executor, ThreadPoolExecutor):
+        return executor
+    if isinstance(executor, Executor) or _is_dask_client(executor):
+        if sampler is not None and not getattr(sampler, "remote_chains", True):
+            raise TypeError(f"{sampler.method} chains cannot leave this process (their state "
+                            f"does not pickle); pass executor=None or a ThreadPoolExecutor")
+        return executor
+    raise TypeError("executor must be None, a concurrent.futures.Executor (ThreadPoolExecutor, "
+                    "ProcessPoolExecutor, ...) or a dask distributed.Client; got "
+                    f"{type(executor).__name__}")
+
+
+def executor_kind(executor):
+    """"default", "threads", "dask" or "pickled" (any other Executor)."""
+    if executor is None:
+        return "default"
+    if isinstance(executor, ThreadPoolExecutor):
+        return "threads"
+    if _is_dask_client(executor):
+        return "dask"
+    return "pickled"
+
+
+def run_chains(run, worker, parallel, desc):
+    """Run ``worker(ctx)`` for every chain of `run` on ``run.executor``; sets
+    ``run.error`` / ``run.interrupted`` as :meth:`Run.each_chain` expects."""
+    ex = run.executor
+    kind = executor_kind(ex)
+    placement = run.info.setdefault("executor", {"type": type(ex).__name__, "placement": {}})
+    if kind == "threads":
+        placement["placement"][desc] = ["local thread"] * run.chains
+        if parallel:
+            _local(run, worker, ex)
+        else:
+            run._in_turn(worker)
+        return
+    where = _remote(run, worker, ex, kind)
+    placement["placement"][desc] = where
+
+
+# -- in this process ----------------------------------------------------------------
+
+def _local(run, worker, ex):
+    from ._base import Interrupted
+    futures = [ex.submit(worker, ctx) for ctx in run.ctxs]
+    try:
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=0.1, return_when=FIRST_EXCEPTION)
+            for f in done:
+                exc = f.exception()
+                if exc is not None and not isinstance(exc, Interrupted):
+                    run.stop[0] = 1
+                    if run.error is None:
+                        run.error = exc
+    except KeyboardInterrupt:
+        run.stop[0] = 1
+        run.interrupted = True
+        wait(futures)
+    if any(isinstance(f.exception(), Interrupted) for f in futures):
+        run.interrupted = run.interrupted or run.error is None
+
+
+# -- elsewhere: pickled there and back --------------------------------------------------
+
+_TAG = "fastsurrogate.potential"
+
+
+def _pickler_base():
+    try:
+        import cloudpickle   # ships with dask; pickles lambdas and closures
+        return cloudpickle.CloudPickler
+    except ImportError:      # pragma: no cover - plain pickle: bound methods only
+        return pickle.Pickler
+
+
+def _dumps(obj, tokens, grow=True):
+    """Pickle `obj` with every Potential replaced by a token: tokens maps
+    id(potential) -> (token, potential); new potentials are added to it
+    (grow) or pickled whole (not grow)."""
+    base = _pickler_base()
+
+    class _Pickler(base):
+        def persistent_id(self, o):
+            if isinstance(o, Potential):
+                key = id(o)
+                if key not in tokens and not grow:
+                    return None
+                if key not in tokens:
+                    tokens[key] = (len(tokens), o)
+                return (_TAG, tokens[key][0])
+            return None
+
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=5).dump(obj)
+    return buf.getvalue()
+
+
+def _loads(data, table):
+    """Unpickle `data`, its potential tokens resolved through `table` (token -> object)."""
+    class _Unpickler(pickle.Unpickler):
+        def persistent_load(self, pid):
+            tag, token = pid
+            if tag != _TAG:
+                raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
+            return table[token]
+
+    return _Unpickler(io.BytesIO(data)).load()
+
+
+class _RemoteRun:
+    """What a worker can see of its Run away from the calling process."""
+
+    def __init__(self, fields):
+        self.__dict__.update(fields)
+        self.stop = np.zeros(1, dtype=np.int32)
+        self.reported = 0
+
+    def report(self, n):
+        self.reported += int(n)
+
+    def phase(self, name):  # pragma: no cover - per-run phases stay local
+        raise RuntimeError("a run-wide phase cannot start inside a chain's worker")
+
+
+def _snapshot(info):
+    return {k: (id(v), len(v) if isinstance(v, list) else None) for k, v in info.items()}
+
+
+def _info_changes(info, before):
+    """What a worker did to run.info: [(key, "extend" | "set", value)]."""
+    out = []
+    for k, v in info.items():
+        old = before.get(k)
+        if isinstance(v, list):
+            start = old[1] if old is not None and old[0] == id(v) else 0
+            if len(v) > start:
+                out.append((k, "extend", v[start:]))
+        elif old is None or old[0] != id(v):
+            out.append((k, "set", v))
+    return out
+
+
+def _run_chain_remote(table_bytes, call_bytes):
+    """The remote side: rebuild the potentials and the chain, run the worker,
+    send the chain's state back (potentials that came in go back as tokens)."""
+    from ._base import ChainContext
+    table = pickle.loads(table_bytes)
+    worker, state, run_fields = _loads(call_bytes, table)
+    run = _RemoteRun(run_fields)
+    ctx = ChainContext.__new__(ChainContext)
+    ctx.__dict__.update(state)
+    ctx.run = run
+    before = _snapshot(run.info)
+    error = None
+    try:
+        worker(ctx)
+    except BaseException as exc:  # noqa: BLE001 - handed back with the chain's rows
+        error = exc
+    state = {k: v for k, v in ctx.__dict__.items() if k != "run"}
+    back = {id(p): (token, p) for token, p in table.items()}
+    reply = (state, _info_changes(run.info, before), run.reported,
+             f"{socket.gethostname()}:{os.getpid()}")
+    try:
+        error_bytes = pickle.dumps(error)
+    except Exception:  # noqa: BLE001 - an exception that does not pickle
+        error_bytes = pickle.dumps(RuntimeError(f"chain {ctx.index} failed: {error!r}"))
+    return _dumps(reply, back, grow=False), error_bytes
+
+
+def _remote(run, worker, ex, kind):
+    """Ship every chain to `ex`, wait, merge the states back in chain order."""
+    tokens = {}
+    fields = {k: v for k, v in run.__dict__.items() if k not in _RUN_LOCAL}
+    calls = []
+    for ctx in run.ctxs:
+        state = {k: v for k, v in ctx.__dict__.items() if k != "run"}
+        try:
+            calls.append(_dumps((worker, state, fields), tokens))
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            raise TypeError(
+                f"executor={type(ex).__name__} needs the chains' state and the phase to pickle; "
+                f"{exc}") from exc
+    table = {token: p for token, p in tokens.values()}
+    buf = io.BytesIO()
+    _pickler_base()(buf, protocol=5).dump(table)
+    table_bytes = buf.getvalue()
+    local = {token: p for token, p in tokens.values()}
+    if kind == "dask":
+        shared = ex.scatter(table_bytes, hash=False)
+        futures = [ex.submit(_run_chain_remote, shared, c, pure=False) for c in calls]
+    else:
+        futures = [ex.submit(_run_chain_remote, table_bytes, c) for c in calls]
+    replies = [None] * len(futures)
+    try:
+        for k, f in enumerate(futures):
+            replies[k] = f.result()
+    except KeyboardInterrupt:
+        for f in futures:
+            f.cancel()
+        run.interrupted = True
+        return ["interrupted"] * len(futures)
+    except Exception as exc:  # noqa: BLE001 - the executor itself failed
+        for f in futures:
+            f.cancel()
+        run.error = exc
+        return ["failed"] * len(futures)
+    where = []
+    for ctx, (data, error_bytes) in zip(run.ctxs, replies):
+        state, changes, reported, host = _loads(data, local)
+        ctx.__dict__.update(state)
+        run.generators[ctx.index] = ctx.generator
+        for key, how, value in changes:
+            if how == "extend" and isinstance(run.info.get(key), list):
+                run.info[key].extend(value)
+            else:
+                run.info[key] = value
+        run.report(reported)
+        where.append(host)
+        error = pickle.loads(error_bytes)
+        if error is not None and run.error is None:
+            run.error = error
+            run.stop[0] = 1
+    return where

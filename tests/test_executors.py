@@ -1,0 +1,137 @@
+"""sample(..., executor=): chains on threads, processes and a Dask cluster give
+the same draws for the same seed; the merged Result is whole."""
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import fastsurrogate as fs
+from fastsurrogate import diagnostics
+
+
+def _quadratic(q):
+    """A Python potential (module level, so it pickles): N(1, 0.5^2) per coordinate."""
+    r = (q - 1.0) / 0.25
+    return 0.5 * float(q @ q - 2 * q.sum() + q.size) / 0.25, r
+
+
+@pytest.fixture(scope="module")
+def model():
+    X, y, _ = fs.datasets.simulate_logistic(1500, 4, seed=2)
+    return fs.models.LogisticRegression(X, y, prior_sd=10.0)
+
+
+@pytest.fixture(scope="module")
+def processes():
+    with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn")) as ex:
+        yield ex
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
+                                  host="127.0.0.1", dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        yield client
+
+
+CASES = [
+    ("hmc", dict(n_steps=8), 3),
+    ("nuts", dict(max_tree_depth=6), 2),
+    ("rns-hmc", dict(n_hidden=60, n_steps=8, guard_window=50), 2),
+]
+
+
+def _run(model, method, kw, chains, executor):
+    return fs.sample(model, method=method, n_draws=150, n_warmup=150, chains=chains, seed=11,
+                     progress=False, executor=executor, **kw)
+
+
+def _same(a, b):
+    assert np.array_equal(a.draws, b.draws)
+    assert np.array_equal(a.warmup_draws, b.warmup_draws)
+    assert a.stats.keys() == b.stats.keys()
+    for k in a.stats:
+        assert np.array_equal(a.stats[k], b.stats[k], equal_nan=True), k
+    assert np.array_equal(a.step_size, b.step_size)
+    for m, n in zip(a.inv_metric, b.inv_metric):
+        assert np.array_equal(m, n)
+    assert a.timings.keys() == b.timings.keys()
+
+
+@pytest.mark.parametrize("method, kw, chains", CASES)
+def test_threads_and_processes_give_the_default_draws(model, processes, method, kw, chains):
+    ref = _run(model, method, kw, chains, None)
+    for ex in (ThreadPoolExecutor(max_workers=1), ThreadPoolExecutor(max_workers=3), processes):
+        res = _run(model, method, kw, chains, ex)
+        _same(res, ref)
+        assert res.potential is model
+        assert res.info["executor"]["type"] == type(ex).__name__
+    if method == "rns-hmc":
+        # training pooled both chains' exploration, centrally: the same network
+        assert res.info["n_train"] == ref.info["n_train"]
+        assert res.info["exact_evaluations"] == ref.info["exact_evaluations"]
+
+
+@pytest.mark.parametrize("method, kw, chains", CASES)
+def test_dask_cluster_gives_the_default_draws(model, dask_client, method, kw, chains):
+    ref = _run(model, method, kw, chains, None)
+    res = _run(model, method, kw, chains, dask_client)
+    _same(res, ref)
+    where = res.info["executor"]["placement"]
+    assert all(len(v) == chains for v in where.values())
+
+
+def test_python_potential_in_processes_matches_in_turn(processes):
+    pot = fs.Potential.from_callable(_quadratic, 2)
+    ref = fs.sample(pot, method="hmc", n_draws=1500, n_warmup=300, chains=2, seed=4,
+                    progress=False, n_steps=5)
+    res = fs.sample(pot, method="hmc", n_draws=1500, n_warmup=300, chains=2, seed=4,
+                    progress=False, n_steps=5, executor=processes)
+    _same(res, ref)
+    # and the draws are right: N(1, 0.5^2), within 4 MCSE (mean and sd)
+    z = (res.draws.mean(axis=(0, 1)) - 1.0) / diagnostics.mcse_mean(res.draws)
+    assert np.all(np.abs(z) < 4), z
+    zs = (res.draws.std(axis=(0, 1)) - 0.5) / diagnostics.mcse_sd(res.draws)
+    assert np.all(np.abs(zs) < 4), zs
+
+
+def test_error_in_a_process_chain_comes_back_with_the_partial_result(processes):
+    pot = fs.Potential.from_callable(_fails_after_a_while, 2)
+    with pytest.raises(FloatingPointError) as info:
+        fs.sample(pot, method="hmc", n_draws=500, n_warmup=10, chains=2, seed=1,
+                  progress=False, n_steps=3, adapt=False, executor=processes)
+    res = info.value.result
+    assert res.interrupted
+
+
+def _fails_after_a_while(q):
+    if abs(q[0]) > 1.5:
+        raise FloatingPointError("too far")
+    return 0.5 * float(q @ q), q
+
+
+def test_vhmc_chains_in_processes(model, processes):
+    kw = dict(n_draws=100, n_warmup=200, chains=2, seed=1, progress=False, n_hidden=30)
+    ref = fs.sample(model, method="vhmc", **kw)
+    res = fs.sample(model, method="vhmc", executor=processes, **kw)
+    _same(res, ref)
+
+
+@pytest.mark.parametrize("method, kw", [("nnghmc", {}), ("arns-hmc", {}), ("rmhmc", {}),
+                                        ("sgld", {"step_size": 1e-3})])
+def test_local_only_samplers_refuse_a_process_pool(model, processes, method, kw):
+    with pytest.raises(TypeError, match="cannot leave this process"):
+        fs.sample(model, method=method, n_draws=10, n_warmup=500, progress=False,
+                  executor=processes, **kw)
+    res = fs.sample(model, method="hmc", n_draws=10, n_warmup=10, chains=2, progress=False,
+                    executor=ThreadPoolExecutor(2))
+    assert res.draws.shape == (2, 10, model.dim)
+
+
+def test_bad_executor_is_a_type_error(model):
+    with pytest.raises(TypeError, match="executor"):
+        fs.sample(model, method="hmc", n_draws=10, n_warmup=10, executor="threads",
+                  progress=False)
