@@ -587,7 +587,7 @@ class Sampler:
 
     def sample(self, n_draws=1000, n_warmup=None, *, chains=None, seed=None, init=None,
                progress=True, keep_warmup=True, checkpoint=None, checkpoint_every=None,
-               resume=None):
+               resume=None, executor=None):
         """Run the chains.
 
         Parameters

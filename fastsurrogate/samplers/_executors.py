@@ -190,6 +190,9 @@ class _RemoteRun:
     def report(self, n):
         self.reported += int(n)
 
+    def describe(self, desc):
+        """The progress bar stays in the calling process: nothing to rename here."""
+
     def phase(self, name):  # pragma: no cover - per-run phases stay local
         raise RuntimeError("a run-wide phase cannot start inside a chain's worker")
 
