@@ -4,10 +4,19 @@ whole run (wall clock around ``fs.sample``: exploration / warm-up, training,
 trial and sampling all included).
 
     python bench/no_regret.py [--problems sim bank a9a a9a-std pdb] [--n-warmup 500]
-                              [--n-draws 500] [--out FILE]
+                              [--n-draws 500] [--no-regret] [--rows P:M ...] [--out FILE]
+
+``--no-regret`` passes ``no_regret=True`` to the surrogate samplers (their
+default is False); ``--rows sim:rns-hmc eight_schools:nuts`` runs only those
+(problem prefix : method) rows, each independently (a problem's NUTS row is
+the baseline of its other rows, so run it in the same invocation).  Every
+finished row is appended to ``--out`` at once, so a long run keeps its
+partial results.
 
 One chain per method, same n_warmup and n_draws for all, one run per problem
-(methods in turn: NUTS, RNS-HMC, ARNS-HMC, NNgHMC), the logistic models on
+(methods in turn: NUTS, HMC, RNS-HMC, ARNS-HMC, NNgHMC; the exact
+baselines NUTS and HMC first, each row's ratio against the best of them
+run so far for that problem), the logistic models on
 2 threads.  Bar: ratio = method's min ESS/s over NUTS's >= 0.9, or the
 sampler fell back to NUTS and said so (``info["fallback"]``).  Problems:
 sim (fs.datasets.simulate_logistic(n=100000, d=50, seed=1)), bank (Bank
@@ -27,9 +36,10 @@ import fastsurrogate as fs
 from fastsurrogate import diagnostics
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _benchutil import machine_line, log, emit  # noqa: E402
+from _benchutil import machine_line, log  # noqa: E402
 
-METHODS = ("nuts", "rns-hmc", "arns-hmc", "nnghmc")
+METHODS = ("nuts", "hmc", "rns-hmc", "arns-hmc", "nnghmc")
+BASELINES = ("nuts", "hmc")
 
 
 def logistic(name, threads=2):
@@ -53,10 +63,11 @@ def problems(names):
             yield name, logistic(name)
 
 
-def one(model, method, n_warmup, n_draws, seed):
+def one(model, method, n_warmup, n_draws, seed, no_regret=False):
+    kw = dict(no_regret=True) if no_regret and method not in BASELINES else {}
     t0 = time.perf_counter()
     res = fs.sample(model, method, n_draws=n_draws, n_warmup=n_warmup, chains=1, seed=seed,
-                    progress=False)
+                    progress=False, **kw)
     wall = time.perf_counter() - t0
     ess = float(np.nanmin(diagnostics.ess_bulk(res.draws)))
     fb = res.info.get("fallback")
@@ -69,30 +80,44 @@ def main():
     ap.add_argument("--n-warmup", type=int, default=500)
     ap.add_argument("--n-draws", type=int, default=500)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no-regret", action="store_true")
+    ap.add_argument("--rows", nargs="*", default=None,
+                    help="problem:method pairs to run (problem matched as a prefix)")
     ap.add_argument("--out")
     args = ap.parse_args()
+
+    def wanted(name, m):
+        return args.rows is None or any(
+            name.startswith(r.split(":")[0]) and m == r.split(":")[1] for r in args.rows)
+
+    def keep(line):
+        lines.append(line)
+        print(line, flush=True)
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(line + "\n")
+
     lines = [machine_line(), f"1 chain, {args.n_warmup} warm-up + {args.n_draws} draws, seed "
-             f"{args.seed}; whole-run wall clock", "",
-             "| problem | method | min ESS | whole run s | min ESS/s | / NUTS | fallback |",
+             f"{args.seed}; whole-run wall clock; no_regret={args.no_regret}", "",
+             "| problem | method | min ESS | whole run s | min ESS/s | / best exact | fallback |",
              "|---|---|---|---|---|---|---|"]
-    print("\n".join(lines), flush=True)
+    header, lines = lines, []
+    for line in header:
+        keep(line)
     for name, model in problems(args.problems):
-        rows = {}
+        base = None
         for m in METHODS:
+            if not wanted(name, m):
+                continue
             log(f"{name} {m}")
-            rows[m] = one(model, m, args.n_warmup, args.n_draws, args.seed)
-        base = rows["nuts"]["rate"]
-        for m, r in rows.items():
+            r = one(model, m, args.n_warmup, args.n_draws, args.seed, args.no_regret)
+            if m in BASELINES:
+                base = max(base or 0.0, r["rate"])
             fb = r["fallback"]
             fbtext = "-" if fb is None else fb["reason"].split(":")[0]
-            line = (f"| {name} | {m} | {r['ess']:.0f} | {r['wall']:.1f} | {r['rate']:.1f} | "
-                    f"{r['rate'] / base:.2f} | {fbtext} |")
-            lines.append(line)
-            print(line, flush=True)
-    emit("", args.out and None)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+            ratio = f"{r['rate'] / base:.2f}" if base else "n/a"
+            keep(f"| {name} | {m} | {r['ess']:.0f} | {r['wall']:.1f} | {r['rate']:.1f} | "
+                 f"{ratio} | {fbtext} |")
 
 
 if __name__ == "__main__":

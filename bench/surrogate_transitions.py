@@ -77,13 +77,16 @@ def a9a(args):
     runs["NUTS (exact)"] = timed(model, method="nuts", **common)
     log("a9a: RNS-HMC")
     runs["RNS-HMC"] = timed(model, method="rns-hmc", **rns, **common)
-    for label, extra in [("RNS-HMC, transitions=auto, inner=nuts",
-                          dict(transitions="auto", inner="nuts")),
-                         ("RNS-HMC, Laplace base, transitions=auto, inner=nuts",
-                          dict(transitions="auto", inner="nuts", base="laplace")),
-                         ("RNS-HMC, Laplace base, transitions=auto, inner=nuts, explore=nuts",
-                          dict(transitions="auto", inner="nuts", base="laplace",
-                               explore="nuts"))]:
+    configs = [("RNS-HMC, transitions=4, inner=nuts", dict(transitions=4, inner="nuts")),
+               ("RNS-HMC, transitions=auto, inner=nuts", dict(transitions="auto", inner="nuts")),
+               ("RNS-HMC, transitions=auto, inner=hmc", dict(transitions="auto", inner="hmc")),
+               ("RNS-HMC, Laplace base, transitions=auto, inner=nuts",
+                dict(transitions="auto", inner="nuts", base="laplace")),
+               ("RNS-HMC, Laplace base, transitions=auto, inner=nuts, explore=nuts",
+                dict(transitions="auto", inner="nuts", base="laplace", explore="nuts"))]
+    for label, extra in configs:
+        if args.configs and not any(c in label for c in args.configs):
+            continue
         log("a9a: " + label)
         runs[label] = timed(model, method="rns-hmc", **rns, **extra, **common)
     ref = runs["NUTS (exact)"]
@@ -146,6 +149,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--seed", type=int, default=2017)
+    ap.add_argument("--configs", nargs="*", default=None,
+                    help="a9a: run only the surrogate configurations whose label contains "
+                         "one of these strings (NUTS and plain RNS-HMC always run)")
     args = ap.parse_args()
     print(machine_line())
     for p in args.problems:
