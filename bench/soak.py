@@ -78,6 +78,9 @@ def main(argv=None):
     rng = np.random.default_rng(1)
     t_start = time.perf_counter()
     deadline = t_start + 60.0 * args.minutes
+    # a shell starts background jobs with SIGINT ignored, and Python then keeps
+    # it ignored: put Python's handler back, or the simulated Ctrl-C never lands
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     print(f"# {cpu_model()}; N={args.n} d={args.d} s={args.n_hidden} "
           f"warmup={args.n_warmup} draws={args.n_draws} checkpoint_every={args.every}")
     print(f"start: RSS {rss_mb():.1f} MB (peak {peak_mb():.1f} MB)", flush=True)
