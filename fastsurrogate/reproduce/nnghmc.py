@@ -5,6 +5,7 @@ on logistic regression, GARCH, GP regression) and Table 4 (network against
 GP gradients).  The code lives in ``_nnghmc_toy``, ``_nnghmc_tables`` and
 ``_nnghmc_table4`` (moved from bench/).
 """
+from ._plots import PlotSpec
 from . import Table
 
 PAPER = "NNgHMC paper (Li, Holbrook, Shahbaba & Baldi 2019)"
@@ -20,5 +21,9 @@ TABLES = [
                   "here; its other real-data rows need data we do not have."),
     Table("nnghmc-table4", PAPER + ", Table 4", "acceptance of HMC driven by the network "
           "gradient against a GP gradient, N(0, I_d), d = 10, 20, 40", "._nnghmc_table4",
-          quick=dict(dims=[10, 20], points=[500, 1000])),
+          quick=dict(dims=[10, 20], points=[500, 1000]),
+          plots=(PlotSpec("acceptance", "Table 4: acceptance against d (NN random start)",
+                          "d", (1, 2, 3, 4), ylabel="acceptance"),
+                 PlotSpec("acceptance-gp", "Table 4: acceptance against d (GP)",
+                          "d", (1, 2, 3, 4), pick=2, ylabel="acceptance"))),
 ]
