@@ -99,6 +99,8 @@ def _curves(head, rows, spec):
                 ys.append(y)
         return curves
     for k, key in enumerate(spec.y):
+        if isinstance(key, int) and key >= len(head):
+            continue
         jy = _col(head, key)
         name = spec.labels[k] if k < len(spec.labels) else head[jy]
         xs, ys = [], []

@@ -39,6 +39,11 @@ TABLES = [
           "Gaussian against the training size", "._rns_fig3",
           plots=(PlotSpec("acceptance", "Figure 3: acceptance against training size N", "N",
                           ("acceptance",), group="method", logx=True, ylabel="acceptance"),)),
+    Table("rns-fig4", PAPER + ", Figure 4", "acceptance of RNS-HMC against s and d (simulated "
+          "logistic regression, our sizes)", "._rns_fig4",
+          quick=dict(dims=[10, 30], multiples=[2, 10, 40], explore=1000, draws=400),
+          plots=(PlotSpec("acceptance", "Figure 4: acceptance against d, per s / d", "d",
+                          tuple(range(2, 12)), ylabel="acceptance"),)),
     Table("rns-fig8", PAPER + ", Figure 8", "ARNS-HMC against exact HMC on the simulated "
           "logistic regression: acceptance over iterations, REM at fixed wall time",
           "._rns_fig8", quick=dict(max_points=3000, update_every=25),
