@@ -16,6 +16,7 @@ TABLES = [
           "exact HMC", "._nnghmc_toy", quick=dict(n_warmup=1000, n_draws=1500)),
     Table("nnghmc-tables", PAPER + ", Tables 1-2", "efficiency (ESS/s, training included) on "
           "a 200-d logistic regression, GARCH(2, 1) and GP regression", "._nnghmc_tables",
+          quick=dict(problems=["garch", "gpreg"]),
           missing="Table 5's census-income rows are the a9a data set (UCI Adult, LIBSVM "
                   "binary version), which is in the data folder but not yet run by NNgHMC "
                   "here; its other real-data rows need data we do not have."),

@@ -24,14 +24,14 @@ TABLES = [
     Table("rns-table1", PAPER + ", Table 1",
           "logistic regression: simulated (N = 100000, d = 50), Bank Marketing, a9a "
           "(60 projected features)", "._rns_table1",
-          quick=dict(problems=["sim", "bank", "a9a-std"]),
+          quick=dict(problems=["sim", "bank"]),
           needs=("bank_marketing.npz", "a9a.libsvm.gz"),
           missing="The RMHMC / RNS-RMHMC rows on the logistic regressions are not run here: "
                   "one RMHMC iteration costs about 36x an exact-HMC iteration on the "
                   "simulated regression (bench/rmhmc_ratios.py), hours at the paper's lengths."),
     Table("rns-table1-pde", PAPER + ", Table 1 (elliptic PDE rows, section 5.2)",
           "elliptic PDE inverse problem: HMC and RNS-HMC, s = 1000, step 0.16, L = 10",
-          ".rns_hmc", entry="pde_", quick=dict(n_warmup=600, n_draws=600, reference_draws=0),
+          ".rns_hmc", entry="pde_", quick=dict(n_warmup=400, n_draws=400, reference_draws=0),
           missing="RMHMC / RNS-RMHMC rows: not run. `fs.RMHMC` needs a metric with its "
                   "derivative (G, dG); `fs.models.EllipticPDE` supplies the Gauss-Newton "
                   "metric (`gauss_newton_hessian`) but not its derivative in theta."),

@@ -52,8 +52,8 @@ TABLES = [
                   "is known."),
     Table("sg-rem", PAPER + ", Figure 4 baselines (issue 16)", "SGLD and SGHMC against VHMC "
           "and exact HMC: REM against wall time, logistic regression N = 100000, d = 50",
-          "._sg_rem", quick=dict(budgets=[2.0, 5.0, 10.0], truth_draws=8000, vhmc_hidden=500,
-                                 vhmc_train=1000, vhmc_draws=30000),
+          "._sg_rem", quick=dict(budgets=[2.0, 5.0, 10.0], truth_draws=4000, vhmc_hidden=500,
+                                 vhmc_train=600, vhmc_draws=20000),
           missing="The paper's Figure 4 compares SGLD on a9a and Cover Type; this table is the "
                   "issue-16 comparison on the simulated regression (N = 100000)."),
     Table("vhmc-cost", PAPER + ", cost after training (section 3)", "VHMC's cost per "
