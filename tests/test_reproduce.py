@@ -141,3 +141,19 @@ def test_every_plot_spec_names_a_table():
     for t in TABLES.values():
         for p in t.plots:
             assert isinstance(p, PlotSpec) and p.suffix and p.y
+
+
+def test_rns_fig4_tiny_writes_table_and_plot(tmp_path):
+    text = run_table("rns-fig4", ["--dims", "3", "--multiples", "2", "10", "--explore", "200",
+                                  "--draws", "60", "--n-obs", "500", "--threads", "1"],
+                     out=str(tmp_path))
+    assert "| d | step | exact HMC | s = 2 d | s = 10 d | paper |" in text
+    row = [line for line in text.splitlines() if line.startswith("| 3 |")][0]
+    accs = [float(c) for c in row.strip("|").split("|")[2:5]]
+    assert all(0.0 <= a <= 1.0 for a in accs)
+    assert row.rstrip().endswith("| n/a |")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert (tmp_path / "rns-fig4-acceptance.png").exists()
