@@ -67,6 +67,10 @@ def test_quick_table_writes_markdown(tmp_path):
     assert "machine:" in text and "fastsurrogate " in text and "--quick run" in text
     assert "| HMC |" in text and "| NNgHMC |" in text
     assert (out / "README.md").exists()
+    # the papers' figures beside ours: every table has a "paper" column
+    assert "## The paper's figures" in text
+    for head in [line for line in text.splitlines() if line.startswith("| method")]:
+        assert head.rstrip().endswith("| paper |")
 
 
 def test_absent_data_skips_with_a_note(tmp_path, monkeypatch):
@@ -91,3 +95,65 @@ def test_demo_still_runs(capsys):
                  "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "HMC" in out and "min ESS/s" in out
+
+
+def test_paper_column_fills_known_figures_and_na():
+    from fastsurrogate.reproduce._paper import add_paper_column
+    text = ("### gpreg: dim 4\n\n| method | AP |\n|---|---|\n| HMC | 0.9 |\n| NNgHMC | 0.9 |\n"
+            "\nfree text\n")
+    out = add_paper_column(text, "nnghmc-tables").splitlines()
+    assert out[2] == "| method | AP | paper |"
+    assert out[3] == "|---|---|---|"
+    assert out[4].endswith("| speed-up 1 (baseline) |")
+    assert out[5].endswith("| speed-up 39 |")
+    assert out[-1] == "free text"
+    # a table with no quoted figure gets n/a, never a number
+    out = add_paper_column("| N | GP |\n|---:|---|\n| 100 | 0.003 |", "rns-fig3")
+    assert out.splitlines()[-1] == "| 100 | 0.003 | n/a |"
+
+
+def test_numbers_read_back_from_cells():
+    import math
+    from fastsurrogate.reproduce._plots import markdown_tables, number
+    assert number("0.0014 (run ended at 40 s)") == 0.0014
+    assert number("2251-2500") == 2500.0
+    assert math.isnan(number("- (no draws yet)"))
+    assert math.isnan(number("Laplace"))
+    assert number("0.931 / 0.930 / 0.929", pick=2) == 0.929
+    assert number("1.5e-05") == 1.5e-05
+    (head, rows), = markdown_tables("x\n\n| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |\n")
+    assert head == ["a", "b"] and rows == [["1", "2"], ["3", "4"]]
+
+
+def test_plots_from_a_report(tmp_path):
+    pytest.importorskip("matplotlib")
+    from fastsurrogate.reproduce._plots import PlotSpec, plot_report
+    text = ("| method | N | acceptance |\n|---|---:|---:|\n| GP | 100 | 0.1 |\n"
+            "| GP | 400 | 0.5 |\n| RN | 100 | 0.4 |\n| RN | 400 | 0.8 |\n")
+    spec = PlotSpec("acc", "acceptance against N", "N", ("acceptance",), group="method")
+    links = plot_report(text, "t", [spec], str(tmp_path))
+    assert links == ["![acceptance against N](t-acc.png)"]
+    assert (tmp_path / "t-acc.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_every_plot_spec_names_a_table():
+    from fastsurrogate.reproduce._plots import PlotSpec
+    for t in TABLES.values():
+        for p in t.plots:
+            assert isinstance(p, PlotSpec) and p.suffix and p.y
+
+
+def test_rns_fig4_tiny_writes_table_and_plot(tmp_path):
+    text = run_table("rns-fig4", ["--dims", "3", "--multiples", "2", "10", "--explore", "200",
+                                  "--draws", "60", "--n-obs", "500", "--threads", "1"],
+                     out=str(tmp_path))
+    assert "| d | step | exact HMC | s = 2 d | s = 10 d | paper |" in text
+    row = [line for line in text.splitlines() if line.startswith("| 3 |")][0]
+    accs = [float(c) for c in row.strip("|").split("|")[2:5]]
+    assert all(0.0 <= a <= 1.0 for a in accs)
+    assert row.rstrip().endswith("| n/a |")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert (tmp_path / "rns-fig4-acceptance.png").exists()

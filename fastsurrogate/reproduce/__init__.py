@@ -47,6 +47,14 @@ class Table:
     paper_figures: str = ""
     missing: str = ""
     entry: str = ""
+    plots: tuple = ()
+
+
+_NO_PAPER = ("None of this figure's values are quoted in this project's texts, so the "
+             "\"paper\" column is n/a throughout.")
+_PAPER_NOTE = ("The \"paper\" column of each table below gives the paper's own figure for that "
+               "row where it is quoted in this project's README, issues or bench scripts, and "
+               "\"n/a\" where it is not known here (no figure is guessed).")
 
 
 def _collect():
@@ -84,6 +92,8 @@ def run_table(name, argv=(), quick=False, out=None):
     ``argv``: the table's own options (``fastsurrogate reproduce NAME --help``
     lists them).  A table whose data are absent returns a one-line note."""
     from ._report import log, machine_line
+    from ._paper import SOURCES, add_paper_column
+    from ._plots import plot_report
     import fastsurrogate as fs
     table = TABLES[name]
     ap, reproduce = _parser(table)
@@ -106,13 +116,18 @@ def run_table(name, argv=(), quick=False, out=None):
     else:
         log(f"[{name}] {table.title} ({'quick' if quick else 'full'}) ...")
         t0 = time.perf_counter()
-        body = reproduce(args)
+        body = add_paper_column(reproduce(args).strip(), name)
+        if out:
+            os.makedirs(out, exist_ok=True)
+            links = plot_report(body, name, table.plots, out)
+            if links:
+                body += "\n\n## Plots\n\n" + "\n\n".join(links)
         secs = time.perf_counter() - t0
         head.append(f"- fastsurrogate {fs.__version__}; {'--quick run' if quick else 'full run'}: "
                     f"{secs:.0f} s")
         parts = ["\n".join(head)]
-        if table.paper_figures:
-            parts.append("## The paper's figures\n\n" + table.paper_figures.strip())
+        paper = "\n\n".join(x for x in (table.paper_figures.strip(), SOURCES.get(name, "")) if x)
+        parts.append("## The paper's figures\n\n" + (paper or _NO_PAPER) + "\n\n" + _PAPER_NOTE)
         if table.missing:
             parts.append("## Not reproduced here\n\n" + table.missing.strip())
         parts.append("## Measured here\n\n" + body.strip())

@@ -61,7 +61,7 @@ PROBLEMS = {
     "gpreg": dict(step_size=0.05, n_steps=20, n_hidden=100, blocks=1, burn_in=100,
                   explore=30, record_every=1, n_draws=3000, random_steps=True, bar=10.0),
 }
-QUICK = {"logistic": 1000, "garch": 20000, "gpreg": 500}
+QUICK = {"logistic": 1000, "garch": 5000, "gpreg": 500}
 
 
 def build(name, seed, threads):

@@ -5,6 +5,7 @@ on logistic regression, GARCH, GP regression) and Table 4 (network against
 GP gradients).  The code lives in ``_nnghmc_toy``, ``_nnghmc_tables`` and
 ``_nnghmc_table4`` (moved from bench/).
 """
+from ._plots import PlotSpec
 from . import Table
 
 PAPER = "NNgHMC paper (Li, Holbrook, Shahbaba & Baldi 2019)"
@@ -15,10 +16,15 @@ TABLES = [
           "exact HMC", "._nnghmc_toy", quick=dict(n_warmup=1000, n_draws=1500)),
     Table("nnghmc-tables", PAPER + ", Tables 1-2", "efficiency (ESS/s, training included) on "
           "a 200-d logistic regression, GARCH(2, 1) and GP regression", "._nnghmc_tables",
+          quick=dict(problems=["garch", "gpreg"]),
           missing="Table 5's census-income rows are the a9a data set (UCI Adult, LIBSVM "
                   "binary version), which is in the data folder but not yet run by NNgHMC "
                   "here; its other real-data rows need data we do not have."),
     Table("nnghmc-table4", PAPER + ", Table 4", "acceptance of HMC driven by the network "
           "gradient against a GP gradient, N(0, I_d), d = 10, 20, 40", "._nnghmc_table4",
-          quick=dict(dims=[10, 20], points=[500, 1000])),
+          quick=dict(dims=[10, 20], points=[500, 1000]),
+          plots=(PlotSpec("acceptance", "Table 4: acceptance against d (NN random start)",
+                          "d", (1, 2, 3, 4), ylabel="acceptance"),
+                 PlotSpec("acceptance-gp", "Table 4: acceptance against d (GP)",
+                          "d", (1, 2, 3, 4), pick=2, ylabel="acceptance"))),
 ]

@@ -7,13 +7,15 @@ The logistic-regression rows, Figure 3 and Figure 8 live in ``_rns_table1``,
 ``_rns_fig3`` and ``_rns_fig8`` (moved from bench/); the elliptic PDE row is
 here (:func:`pde_reproduce`).
 """
+import os
 import time
 
 import numpy as np
 import scipy.optimize as so
 
-from ._report import log, machine_line
+from ._report import cache_dir, log, machine_line
 from ._rows import efficiency_table
+from ._plots import PlotSpec
 from . import Table
 
 PAPER = "RNS-HMC paper (Zhang, Shahbaba & Zhao 2017)"
@@ -22,22 +24,35 @@ TABLES = [
     Table("rns-table1", PAPER + ", Table 1",
           "logistic regression: simulated (N = 100000, d = 50), Bank Marketing, a9a "
           "(60 projected features)", "._rns_table1",
-          quick=dict(problems=["sim", "bank", "a9a-std"]),
+          quick=dict(problems=["sim", "bank"]),
           needs=("bank_marketing.npz", "a9a.libsvm.gz"),
           missing="The RMHMC / RNS-RMHMC rows on the logistic regressions are not run here: "
                   "one RMHMC iteration costs about 36x an exact-HMC iteration on the "
                   "simulated regression (bench/rmhmc_ratios.py), hours at the paper's lengths."),
     Table("rns-table1-pde", PAPER + ", Table 1 (elliptic PDE rows, section 5.2)",
           "elliptic PDE inverse problem: HMC and RNS-HMC, s = 1000, step 0.16, L = 10",
-          ".rns_hmc", entry="pde_", quick=dict(n_warmup=600, n_draws=600),
+          ".rns_hmc", entry="pde_", quick=dict(n_warmup=400, n_draws=400, reference_draws=0),
           missing="RMHMC / RNS-RMHMC rows: not run. `fs.RMHMC` needs a metric with its "
                   "derivative (G, dG); `fs.models.EllipticPDE` supplies the Gauss-Newton "
                   "metric (`gauss_newton_hessian`) but not its derivative in theta."),
     Table("rns-fig3", PAPER + ", Figure 3", "GP, FITC and random-network surrogates of a 32-d "
-          "Gaussian against the training size", "._rns_fig3"),
+          "Gaussian against the training size", "._rns_fig3",
+          plots=(PlotSpec("acceptance", "Figure 3: acceptance against training size N", "N",
+                          ("acceptance",), group="method", logx=True, ylabel="acceptance"),)),
+    Table("rns-fig4", PAPER + ", Figure 4", "acceptance of RNS-HMC against s and d (simulated "
+          "logistic regression, our sizes)", "._rns_fig4",
+          quick=dict(dims=[10, 30], multiples=[2, 10, 40], explore=1000, draws=400),
+          plots=(PlotSpec("acceptance", "Figure 4: acceptance against d, per s / d", "d",
+                          tuple(range(2, 12)), ylabel="acceptance"),)),
     Table("rns-fig8", PAPER + ", Figure 8", "ARNS-HMC against exact HMC on the simulated "
           "logistic regression: acceptance over iterations, REM at fixed wall time",
-          "._rns_fig8", quick=dict(max_points=3000, update_every=25)),
+          "._rns_fig8", quick=dict(max_points=3000, update_every=25),
+          plots=(PlotSpec("acceptance", "Figure 8: acceptance over iterations (windows)",
+                          "iterations", ("ARNS-HMC", "exact HMC"), ylabel="acceptance",
+                          xlabel="iteration after exploration"),
+                 PlotSpec("rem", "Figure 8: REM of the posterior mean against wall time",
+                          "budget s", ("HMC REM", "ARNS REM"), table=1, logy=True,
+                          xlabel="wall time (s)", ylabel="REM"))),
 ]
 
 
@@ -51,12 +66,67 @@ def pde_options(ap):
     ap.add_argument("--n-draws", type=int, default=5000)
     ap.add_argument("--n-mesh", type=int, default=30)
     ap.add_argument("--n-modes", type=int, default=20, help="parameters (Karhunen-Loeve modes)")
+    ap.add_argument("--reference-draws", type=int, default=20000,
+                    help="draws of the long exact-HMC reference run for the posterior means "
+                         "(cached; 0: compare against the HMC row's own draws)")
     ap.add_argument("--seed", type=int, default=2017)
+
+
+def _pde_reference(model, args, init, common):
+    """Mean, MCSE of the mean and sd of a long exact-HMC run (another seed),
+    cached under :func:`cache_dir` by its settings."""
+    import fastsurrogate as fs
+    key = (f"pde-ref-m{args.n_mesh}-d{args.n_modes}-s{args.seed}-e{args.step}-L{args.n_steps}"
+           f"-n{args.reference_draws}")
+    path = os.path.join(cache_dir(), key + ".npz")
+    if os.path.exists(path):
+        z = np.load(path)
+        return z["mean"], z["mcse"], z["sd"], float(z["seconds"]), True
+    log(f"  PDE: exact-HMC reference, {args.reference_draws} draws (cached in {path}) ...")
+    t0 = time.perf_counter()
+    ref = fs.sample(model, method="hmc", **dict(common, n_draws=args.reference_draws,
+                                                   seed=args.seed + 1))
+    d = ref.draws
+    mean, mcse = d.mean(axis=(0, 1)), fs.diagnostics.mcse_mean(d)
+    sd = d.reshape(-1, d.shape[-1]).std(axis=0, ddof=1)
+    secs = time.perf_counter() - t0
+    try:
+        os.makedirs(cache_dir(), exist_ok=True)
+        np.savez(path, mean=mean, mcse=mcse, sd=sd, seconds=secs)
+    except OSError:
+        pass
+    return mean, mcse, sd, secs, False
+
+
+def _pde_marginals(out_dir, runs, ref_mean, k=4):
+    """PNG of the first ``k`` posterior marginals (histograms) of each run
+    (the paper's Figure 6 shows posterior marginals); None without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, axes = plt.subplots(1, k, figsize=(3 * k, 3))
+    for j, ax in enumerate(axes):
+        for name, res in runs.items():
+            ax.hist(res.draws[..., j].ravel(), bins=40, density=True, histtype="step",
+                    label=name)
+        ax.axvline(ref_mean[j], color="k", lw=0.8, ls="--", label="reference mean")
+        ax.set_title(f"theta_{j + 1}", fontsize=9)
+    axes[0].legend(fontsize=7)
+    fig.suptitle("elliptic PDE: posterior marginals", fontsize=10)
+    fig.tight_layout()
+    path = os.path.join(out_dir, "rns-table1-pde-marginals.png")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 def pde_reproduce(args):
     """HMC and RNS-HMC on ``fs.models.EllipticPDE`` from the MAP, the papers'
-    Table-1 columns; returns the Markdown report."""
+    Table-1 columns, and the RNS-HMC posterior means against a long exact-HMC
+    run (MCSE z-scores); returns the Markdown report."""
     import fastsurrogate as fs
     model = fs.models.EllipticPDE(n_mesh=args.n_mesh, n_modes=args.n_modes, seed=args.seed)
     r = so.minimize(model.value_and_grad, np.zeros(model.dim), jac=True, method="L-BFGS-B",
@@ -70,12 +140,51 @@ def pde_reproduce(args):
     log(f"  PDE: HMC, {args.n_warmup} + {args.n_draws} ...")
     runs["HMC"] = fs.sample(model, method="hmc", **common)
     log(f"  PDE: RNS-HMC, s = {args.n_hidden} ...")
-    runs[f"RNS-HMC (s = {args.n_hidden})"] = fs.sample(model, method="rns-hmc",
-                                                       n_hidden=args.n_hidden, guard=None, **common)
+    rns_name = f"RNS-HMC (s = {args.n_hidden})"
+    runs[rns_name] = fs.sample(model, method="rns-hmc", n_hidden=args.n_hidden, guard=None,
+                               **common)
+    elapsed = time.perf_counter() - t0
     lines = [machine_line(),
              f"elliptic PDE: {args.n_mesh} x {args.n_mesh} mesh, {model.dim} parameters, "
              f"step {args.step}, L = {args.n_steps} (drawn from 1..L), identity metric, one chain "
              f"from the MAP, {args.n_warmup} exact-HMC burn-in (RNS-HMC: its exploration), "
-             f"{args.n_draws} draws ({time.perf_counter() - t0:.0f} s)", "",
+             f"{args.n_draws} draws ({elapsed:.0f} s)", "",
              efficiency_table(runs)]
+    if args.reference_draws > 0:
+        ref_mean, ref_mcse, ref_sd, ref_secs, cached = _pde_reference(model, args, r.x, common)
+        ref_name = (f"a long exact-HMC run ({args.reference_draws} draws after {args.n_warmup} "
+                    f"burn-in, seed {args.seed + 1}, same step and L; "
+                    f"{'cached' if cached else f'{ref_secs:.0f} s'})")
+    else:
+        d = runs["HMC"].draws
+        ref_mean, ref_mcse = d.mean(axis=(0, 1)), fs.diagnostics.mcse_mean(d)
+        ref_sd = d.reshape(-1, d.shape[-1]).std(axis=0, ddof=1)
+        ref_name = "the HMC row's own draws (--reference-draws 0)"
+    # Bonferroni over the d coordinates, two-sided 5 %: |z| <= z_(1 - 0.025 / d)
+    from scipy.stats import norm
+    zcrit = float(norm.ppf(1 - 0.025 / model.dim))
+    lines += ["", f"Posterior means against {ref_name}: z = (mean - reference) / sqrt(MCSE^2 + "
+              f"MCSE_ref^2) per coordinate (MCSE from the bulk ESS); bar |z| <= {zcrit:.2f} "
+              f"(two-sided 5 % with a Bonferroni correction over {model.dim} coordinates).", "",
+              "| method | max abs z | coordinates with abs z > bar | max abs error / reference sd "
+              "| within MCSE |", "|---|---|---|---|---|"]
+    for name, res in runs.items():
+        d = res.draws
+        m, se = d.mean(axis=(0, 1)), fs.diagnostics.mcse_mean(d)
+        z = (m - ref_mean) / np.sqrt(se ** 2 + ref_mcse ** 2)
+        bad = int(np.sum(np.abs(z) > zcrit))
+        lines.append(f"| {name} | {np.max(np.abs(z)):.2f} | {bad} of {model.dim} | "
+                     f"{np.max(np.abs(m - ref_mean) / ref_sd):.3f} | "
+                     f"{'yes' if bad == 0 else 'NO'} |")
+    t = {k: v.summary().overall for k, v in runs.items()}
+    sp = t[rns_name]["min_ess_per_second"] / t["HMC"]["min_ess_per_second"]
+    ap = t[rns_name]["acceptance"]
+    lines += ["", f"Bars (issue 17): RNS-HMC acceptance {ap:.2f} >= 0.7: "
+              f"{'met' if ap >= 0.7 else 'NOT met'}; min ESS/s speed-up {sp:.1f} >= 5 (paper "
+              f"6.07): {'met' if sp >= 5 else 'NOT met'}."]
+    if getattr(args, "out_dir", None):
+        os.makedirs(args.out_dir, exist_ok=True)
+        png = _pde_marginals(args.out_dir, runs, ref_mean)
+        if png:
+            lines += ["", f"![posterior marginals]({os.path.basename(png)})"]
     return "\n".join(lines)
