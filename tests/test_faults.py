@@ -432,7 +432,7 @@ def glm_run(method, chains, **kw):
 
 @pytest.mark.parametrize("method", sorted(GLM_SPECS))
 @pytest.mark.parametrize("kind", ["ctrl-c", "raise"])
-def test_fault_at_a_chunk_boundary_of_compiled_chains(method, kind, monkeypatch):
+def test_fault_at_a_chunk_boundary_of_compiled_chains(method, kind, monkeypatch, sigint_handler):
     import _thread
     ref = glm_run(method, 2)
     err = Fault("report failed")
@@ -461,6 +461,17 @@ def test_fault_at_a_chunk_boundary_of_compiled_chains(method, kind, monkeypatch)
             pytest.fail("Ctrl-C did not interrupt the run")
     check_partial(res, ref)
     assert res.warmup_n_done.sum() + res.n_done.sum() >= 1
+
+
+@pytest.fixture
+def sigint_handler():
+    """Python's own SIGINT handler for the test: _thread.interrupt_main only
+    raises KeyboardInterrupt through it, and an earlier test (a Dask cluster's
+    processes, a library's import) may have left another one installed."""
+    import signal
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
 
 
 def _small_chunks(init):
