@@ -174,10 +174,10 @@ class RNSRMHMC(RNSHMC):
     test_metric : {"surrogate", "exact"}
         "surrogate" (default): no exact metric per iteration, one value-only
         exact U.  Measured in one run (``python bench/rmhmc_ratios.py
-        --skip-cost --test-metric exact,surrogate``, AMD EPYC, load 17-20):
-        acceptance 0.66 against 0.46 and min ESS/s 18.4x RMHMC's against
-        2.4x on the simulated regression; 0.82 against 0.67 and 4.5x against
-        2.6x on Bank Marketing.  "exact": the paper's choice.
+        --skip-cost --test-metric exact,surrogate``, AMD EPYC, quiet):
+        acceptance 0.66 against 0.46 and min ESS/s 3.5x RMHMC's against
+        0.6x on the simulated regression; 0.82 against 0.67 and 2.8x against
+        1.7x on Bank Marketing.  "exact": the paper's choice.
     diagonal_metric : bool
         SoftAbs of the network's Hessian diagonal (non-convex U).
     softabs_alpha : float
