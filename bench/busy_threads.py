@@ -65,15 +65,11 @@ POLICIES = {
 }
 
 
+
+
 def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "?"
+    from fastsurrogate.reproduce._report import cpu_model as model
+    return model() or "unknown CPU"
 
 
 def run_worker(policy, args):

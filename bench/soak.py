@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 import fastsurrogate as fs
+from fastsurrogate.reproduce._report import cpu_model
 
 
 def rss_mb():
@@ -42,15 +43,6 @@ def peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def main(argv=None):

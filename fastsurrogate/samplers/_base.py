@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from concurrent.futures import ThreadPoolExecutor, wait, FIRST_EXCEPTION
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -472,24 +472,9 @@ class Run:
             raise _Stopped
 
     def _in_threads(self, worker):
+        from ._executors import _local
         with ThreadPoolExecutor(max_workers=self.chains) as ex:
-            futures = [ex.submit(worker, ctx) for ctx in self.ctxs]
-            try:
-                pending = set(futures)
-                while pending:
-                    done, pending = wait(pending, timeout=0.1, return_when=FIRST_EXCEPTION)
-                    for f in done:
-                        exc = f.exception()
-                        if exc is not None and not isinstance(exc, Interrupted):
-                            self.stop[0] = 1
-                            if self.error is None:
-                                self.error = exc
-            except KeyboardInterrupt:
-                self.stop[0] = 1
-                self.interrupted = True
-                wait(futures)
-            if any(isinstance(f.exception(), Interrupted) for f in futures):
-                self.interrupted = self.interrupted or self.error is None
+            _local(self, worker, ex)
 
     def _in_turn(self, worker):
         for ctx in self.ctxs:
