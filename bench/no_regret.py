@@ -4,10 +4,12 @@ whole run (wall clock around ``fs.sample``: exploration / warm-up, training,
 trial and sampling all included).
 
     python bench/no_regret.py [--problems sim bank a9a a9a-std pdb] [--n-warmup 500]
-                              [--n-draws 500] [--no-regret] [--rows P:M ...] [--out FILE]
+                              [--n-draws 500] [--paper] [--rows P:M ...] [--out FILE]
 
-``--no-regret`` passes ``no_regret=True`` to the surrogate samplers (their
-default is False); ``--rows sim:rns-hmc eight_schools:nuts`` runs only those
+The surrogate samplers run with their defaults, which include the no-regret
+rule (``no_regret=None``: on); ``--paper`` passes ``no_regret=False`` (the
+papers' algorithms, always switching, HMC exploration) for the side-by-side
+with the behaviour before the rule became the default; ``--rows sim:rns-hmc eight_schools:nuts`` runs only those
 (problem prefix : method) rows, each independently (a problem's NUTS row is
 the baseline of its other rows, so run it in the same invocation).  Every
 finished row is appended to ``--out`` at once, so a long run keeps its
@@ -63,15 +65,19 @@ def problems(names):
             yield name, logistic(name)
 
 
-def one(model, method, n_warmup, n_draws, seed, no_regret=False):
-    kw = dict(no_regret=True) if no_regret and method not in BASELINES else {}
+def one(model, method, n_warmup, n_draws, seed, paper=False):
+    kw = dict(no_regret=False) if paper and method not in BASELINES else {}
     t0 = time.perf_counter()
     res = fs.sample(model, method, n_draws=n_draws, n_warmup=n_warmup, chains=1, seed=seed,
                     progress=False, **kw)
     wall = time.perf_counter() - t0
     ess = float(np.nanmin(diagnostics.ess_bulk(res.draws)))
     fb = res.info.get("fallback")
-    return dict(ess=ess, wall=wall, rate=ess / wall, fallback=fb)
+    nr = res.info.get("no_regret")
+    nr = nr[0] if isinstance(nr, list) else nr
+    trial = (nr or {}).get("trial", {}).get("ratio")
+    return dict(ess=ess, wall=wall, rate=ess / wall, fallback=fb, trial=trial,
+                switched=bool((nr or {}).get("switched")))
 
 
 def main():
@@ -80,7 +86,8 @@ def main():
     ap.add_argument("--n-warmup", type=int, default=500)
     ap.add_argument("--n-draws", type=int, default=500)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--no-regret", action="store_true")
+    ap.add_argument("--paper", action="store_true",
+                    help="no_regret=False for the surrogate samplers (the papers' algorithms)")
     ap.add_argument("--rows", nargs="*", default=None,
                     help="problem:method pairs to run (problem matched as a prefix)")
     ap.add_argument("--out")
@@ -98,9 +105,10 @@ def main():
                 f.write(line + "\n")
 
     lines = [machine_line(), f"1 chain, {args.n_warmup} warm-up + {args.n_draws} draws, seed "
-             f"{args.seed}; whole-run wall clock; no_regret={args.no_regret}", "",
-             "| problem | method | min ESS | whole run s | min ESS/s | / best exact | fallback |",
-             "|---|---|---|---|---|---|---|"]
+             f"{args.seed}; whole-run wall clock; "
+             f"{'no_regret=False (papers)' if args.paper else 'default settings (no_regret on)'}",
+             "", "| problem | method | min ESS | whole run s | min ESS/s | / best exact | decision "
+             "| load |", "|---|---|---|---|---|---|---|---|"]
     header, lines = lines, []
     for line in header:
         keep(line)
@@ -110,14 +118,21 @@ def main():
             if not wanted(name, m):
                 continue
             log(f"{name} {m}")
-            r = one(model, m, args.n_warmup, args.n_draws, args.seed, args.no_regret)
+            r = one(model, m, args.n_warmup, args.n_draws, args.seed, args.paper)
             if m in BASELINES:
                 base = max(base or 0.0, r["rate"])
             fb = r["fallback"]
-            fbtext = "-" if fb is None else fb["reason"].split(":")[0]
+            if m in BASELINES:
+                decision = "-"
+            elif fb is not None:
+                decision = "fallback: " + fb["reason"].split(":")[0]
+            elif r["switched"]:
+                decision = f"switched (trial {r['trial']:.2f}x)"
+            else:
+                decision = "surrogate (rule off)"
             ratio = f"{r['rate'] / base:.2f}" if base else "n/a"
             keep(f"| {name} | {m} | {r['ess']:.0f} | {r['wall']:.1f} | {r['rate']:.1f} | "
-                 f"{ratio} | {fbtext} |")
+                 f"{ratio} | {decision} | {os.getloadavg()[0]:.1f} |")
 
 
 if __name__ == "__main__":

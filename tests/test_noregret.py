@@ -1,5 +1,7 @@
-"""The opt-in no-regret rule: a surrogate that cannot pay off is not used,
-the run says why, and the draws still target the posterior."""
+"""The no-regret rule (the surrogate samplers' default): a surrogate that
+cannot pay off is not used, the run says why, and the draws still target the
+posterior.  conftest.py pins the rule off for the rest of the suite; the
+tests marked ``no_regret_default`` here run the shipped default."""
 import numpy as np
 import pytest
 
@@ -20,6 +22,89 @@ def test_cheap_posterior_falls_back_to_nuts_and_says_why(method):
     assert np.all(np.abs(z) < 4.5), z
 
 
-def test_no_regret_is_opt_in():
-    assert fs.RNSHMC(fs.models.StandardNormal(2)).no_regret is False
-    assert fs.NNGHMC(fs.models.StandardNormal(2)).no_regret is False
+@pytest.mark.no_regret_default
+@pytest.mark.parametrize("cls", [fs.RNSHMC, fs.ARNSHMC, fs.NNGHMC])
+def test_no_regret_is_the_default_and_explores_with_nuts(cls):
+    target = fs.models.StandardNormal(2)
+    s = cls(target)
+    assert s.no_regret is True and s.explore_with == "nuts"
+    s = cls(target, no_regret=False)
+    assert s.no_regret is False and s.explore_with == "hmc"     # the paper's algorithm
+    s = cls(target, explore="hmc")
+    assert s.no_regret is True and s.explore_with == "hmc"
+    with pytest.raises(TypeError, match="no_regret"):
+        cls(target, no_regret="yes")
+
+
+@pytest.mark.no_regret_default
+def test_checkpointed_run_turns_a_defaulted_rule_off(tmp_path):
+    """Checkpoints replay bit for bit; a wall-clock decision cannot, so a
+    checkpointed default run is the paper's algorithm (same draws as
+    no_regret=False), an explicit no_regret=True is refused, and the sampler
+    gets its settings back afterwards."""
+    X, y, _ = fs.datasets.simulate_logistic(500, 3, seed=0)
+    model = fs.models.LogisticRegression(X, y, prior_sd=10.0)
+    kw = dict(n_draws=60, n_warmup=100, chains=1, seed=4, progress=False)
+    s = fs.RNSHMC(model, n_hidden=40)
+    res = s.sample(checkpoint=str(tmp_path / "c.npz"), **kw)
+    assert "no_regret" not in res.info and "fallback" not in res.info
+    assert s.no_regret is True and s.explore_with == "nuts"
+    paper = fs.RNSHMC(model, n_hidden=40, no_regret=False).sample(**kw)
+    np.testing.assert_array_equal(res.draws, paper.draws)
+    with pytest.raises(ValueError, match="no_regret=True"):
+        fs.RNSHMC(model, n_hidden=40, no_regret=True).sample(
+            checkpoint=str(tmp_path / "d.npz"), **kw)
+
+
+class _Expensive:
+    """A correlated Gaussian whose gradient costs about a millisecond (a
+    stand-in for a pass over data): the surrogate must pay off here."""
+
+    def __init__(self, dim=4, work=250):
+        rng = np.random.default_rng(0)
+        A = rng.standard_normal((dim, dim))
+        self.cov = A @ A.T / dim + np.eye(dim)
+        self.prec = np.linalg.inv(self.cov)
+        self.mean = np.linspace(-1.0, 1.0, dim)
+        self.B = rng.standard_normal((work, work)) / work
+        self.v = np.ones(work)
+
+    def __call__(self, q):
+        v = self.v
+        for _ in range(40):          # the cost, not the value
+            v = np.tanh(self.B @ v)
+        r = q - self.mean
+        g = self.prec @ r
+        return 0.5 * r @ g + 0.0 * v[0], g
+
+
+@pytest.mark.no_regret_default
+def test_expensive_posterior_switches_to_the_surrogate_and_stays_exact():
+    f = _Expensive()
+    pot = fs.Potential.from_callable(f, 4)
+    res = fs.sample(pot, "rns-hmc", n_draws=1500, n_warmup=600, chains=1, seed=5,
+                    n_hidden=200, progress=False)
+    nr = res.info["no_regret"]
+    assert "fallback" not in res.info, res.info.get("fallback")
+    assert nr["switched"] is True and nr["cost"]["cost_ratio"] > 2.0
+    assert nr["trial"]["ratio"] >= 1.1
+    z = (res.draws.mean(axis=(0, 1)) - f.mean) / diagnostics.mcse_mean(res.draws)
+    assert np.all(np.abs(z) < 4.5), z
+    sd = res.draws.reshape(-1, 4).std(axis=0)
+    zs = (sd - np.sqrt(np.diag(f.cov))) / diagnostics.mcse_sd(res.draws)
+    assert np.all(np.abs(zs) < 4.5), zs
+
+
+@pytest.mark.no_regret_default
+@pytest.mark.parametrize("method", ["rns-hmc", "arns-hmc", "nnghmc"])
+def test_default_surrogate_samplers_reproduce_a_posteriordb_reference(data_dir, method):
+    """With default settings (whatever the rule decides), the draws match the
+    posteriordb reference within MCSE."""
+    from fastsurrogate.models import posteriordb as pdb
+    from test_posteriordb_hmc import compare_to_reference
+    cls = pdb.EightSchoolsNoncentered
+    pot = pdb.as_potential(cls.from_posteriordb(data_dir))
+    res = fs.sample(pot, method, n_draws=800, n_warmup=600, chains=4, seed=2024,
+                    progress=False)
+    assert res.info.get("no_regret"), res.info.keys()
+    compare_to_reference(res, cls.reference_draws(data_dir))

@@ -27,7 +27,7 @@ no adaptation, one chain started at beta = 0.
 2. Exact HMC: ``fs.HMC`` with ``n_warmup`` = the exploration length (the same
    500 exact iterations ARNS explores with) and enough draws to fill the
    largest budget.
-3. ARNS-HMC: ``fs.ARNSHMC(model, n_start=200, n_hidden=2000, ...)`` with
+3. ARNS-HMC: ``fs.ARNSHMC(model, no_regret=False, n_start=200, n_hidden=2000, ...)`` with
    ``n_warmup`` = the exploration length (500 exact iterations; the surrogate
    starts from the last 200 of them), then surrogate-driven sampling with the
    exact Metropolis test and online updates, enough draws for the largest budget.
@@ -120,7 +120,8 @@ def make_hmc(model, args):
 
 
 def make_arns(model, args):
-    return fs.ARNSHMC(model, n_start=args.n_start, n_hidden=args.n_hidden, step_size=args.step,
+    return fs.ARNSHMC(model, no_regret=False,
+                      n_start=args.n_start, n_hidden=args.n_hidden, step_size=args.step,
                       n_steps=args.n_steps, random_n_steps=True, metric="unit", adapt=False,
                       update_every=args.update_every, max_points=args.max_points)
 

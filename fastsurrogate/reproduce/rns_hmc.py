@@ -141,7 +141,8 @@ def pde_reproduce(args):
     runs["HMC"] = fs.sample(model, method="hmc", **common)
     log(f"  PDE: RNS-HMC, s = {args.n_hidden} ...")
     rns_name = f"RNS-HMC (s = {args.n_hidden})"
-    runs[rns_name] = fs.sample(model, method="rns-hmc", n_hidden=args.n_hidden, guard=None,
+    runs[rns_name] = fs.sample(model, method="rns-hmc", no_regret=False,
+                               n_hidden=args.n_hidden, guard=None,
                                **common)
     elapsed = time.perf_counter() - t0
     lines = [machine_line(),

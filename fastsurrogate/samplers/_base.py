@@ -636,6 +636,13 @@ class Sampler:
         n_warmup = check_int("n_warmup", self.default_warmup if n_warmup is None else n_warmup, 0)
         chains = check_int("chains", self.default_chains if chains is None else chains, 1)
         self.check_sizes(n_draws, n_warmup)
+        from ._noregret import paper_algorithm_for_checkpoints
+        with paper_algorithm_for_checkpoints(self, checkpoint is not None or resume is not None):
+            return self._sample(n_draws, n_warmup, chains, seed, init, progress, keep_warmup,
+                                checkpoint, checkpoint_every, resume, executor)
+
+    def _sample(self, n_draws, n_warmup, chains, seed, init, progress, keep_warmup,
+                checkpoint, checkpoint_every, resume, executor):
         if isinstance(resume, Result):
             return _checkpoint.continue_result(self, resume, n_draws, progress, keep_warmup)
         generators = chain_generators(seed, chains)

@@ -1,8 +1,9 @@
 """No-regret defaults of the exact surrogate samplers (RNS-HMC, ARNS-HMC, NNgHMC).
 
 A surrogate pays off only when the exact gradient is expensive and the
-surrogate is good.  With ``no_regret=True`` (opt-in; the default is False) the samplers
-explore with exact NUTS (Stan's multinomial NUTS: the exact baseline a user
+surrogate is good.  With ``no_regret`` on (the default: ``no_regret=None``
+resolves to :data:`DEFAULT`, True) the samplers explore with exact NUTS
+(Stan's multinomial NUTS: the exact baseline a user
 would otherwise run) and decide, from measurements made in the same run,
 whether to switch to the surrogate or to keep drawing with the exploration's
 NUTS chain (the fallback).  The rule, in two checks:
@@ -50,12 +51,54 @@ import numpy as np
 
 from ..diagnostics import ess_bulk
 
-__all__ = ["COST_FACTOR", "SWITCH_FACTOR", "seconds_per_call", "cost_check",
+__all__ = ["COST_FACTOR", "SWITCH_FACTOR", "DEFAULT", "resolve", "seconds_per_call", "cost_check",
            "min_ess_rate", "trial_verdict", "steps_per_iteration"]
 
 COST_FACTOR = 2.0
 TRAIN_FACTOR = 10.0
 SWITCH_FACTOR = 1.1
+# What ``no_regret=None`` (the samplers' default) means.  Checkpointed runs
+# (``checkpoint=`` / ``resume=``) turn a defaulted rule off: its decision is
+# made on wall-clock time, which a resumed run cannot replay.
+DEFAULT = True
+
+
+def resolve(no_regret, explore):
+    """The samplers' ``no_regret`` / ``explore`` arguments -> (no_regret,
+    explore, defaulted): None takes :data:`DEFAULT`; the exploration kernel
+    defaults to NUTS under the rule and to the paper's HMC without it."""
+    from ._base import check_explore, check_flag
+    defaulted = no_regret is None
+    on = DEFAULT if defaulted else check_flag("no_regret", no_regret)
+    explore_defaulted = explore is None
+    explore = check_explore(("nuts" if on else "hmc") if explore is None else explore)
+    return on, explore, (defaulted, explore_defaulted)
+
+
+class paper_algorithm_for_checkpoints:
+    """Context: a sampler whose ``no_regret`` was defaulted runs the paper's
+    algorithm (rule off, HMC exploration unless asked) for a checkpointed
+    run, and gets its settings back afterwards.  An explicit
+    ``no_regret=True`` is left alone (the checkpoint set-up refuses it)."""
+
+    def __init__(self, sampler, active):
+        self.sampler, self.active = sampler, active
+        self.saved = None
+
+    def __enter__(self):
+        s = self.sampler
+        defaulted = getattr(s, "_no_regret_defaulted", (False, False))
+        if self.active and defaulted[0] and s.no_regret:
+            self.saved = (s.no_regret, s.explore_with)
+            s.no_regret = False
+            if defaulted[1]:
+                s.explore_with = "hmc"
+        return s
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            self.sampler.no_regret, self.sampler.explore_with = self.saved
+        return False
 
 
 def seconds_per_call(fn, q, budget=0.02, max_calls=200):

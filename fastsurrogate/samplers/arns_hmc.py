@@ -84,7 +84,7 @@ class ARNSHMC(RNSHMC):
     **options
         n_hidden, activation, standardize, delayed_acceptance, no_regret,
         trial_length, explore and the HMC options, as for :class:`RNSHMC`.
-        With ``no_regret`` (default) each chain decides on its own: the cost
+        With ``no_regret`` on (the default) each chain decides on its own: the cost
         check after its exploration, then a trial of ``trial_length``
         iterations with the start network (no online updates in it);
         ``info["no_regret"]`` holds one record per chain and

@@ -131,17 +131,17 @@ class NNGHMC(HMC):
         (every leapfrog step of its trajectories is recorded likewise).
     max_tree_depth : int
         NUTS: at most 2**max_tree_depth - 1 leapfrog steps per transition.
-    no_regret : bool
-        Opt-in (default False until it is measured on every benchmark
-        problem; see README "No-regret"): the no-regret rule
-        (:mod:`fastsurrogate.samplers._noregret`):
-        explore with exact NUTS (unless ``explore`` says otherwise); before
-        the first training, a cost check (a network gradient against an exact
-        one) may end the schedule at once; a trial switches only when, on top
-        of the acceptance test, its min ESS per second beats the last exact
-        exploration span's; when no switch happens the draws come from the
-        exploration's NUTS and ``result.info["fallback"]`` says why.  False:
-        the paper's schedule (exploration with HMC by default).
+    no_regret : None or bool
+        The no-regret rule (:mod:`fastsurrogate.samplers._noregret`), on by
+        default (None: on, except in checkpointed runs, as for
+        :class:`RNSHMC`): explore with exact NUTS (unless ``explore`` says
+        otherwise); before the first training, a cost check (a network
+        gradient against an exact one) may end the schedule at once; a trial
+        switches only when, on top of the acceptance test, its min ESS per
+        second beats the last exact exploration span's; when no switch
+        happens the draws come from the exploration's NUTS and
+        ``result.info["fallback"]`` says why.  False: the paper's schedule
+        (exploration with HMC by default), bit-reproducible.
     **hmc_options
         step_size, n_steps, random_n_steps, metric, adapt, target_accept,
         max_energy_error, as for :class:`HMC`.
@@ -158,7 +158,7 @@ class NNGHMC(HMC):
     >>> import numpy as np, fastsurrogate as fs
     >>> model = fs.models.Gaussian(np.zeros(3), np.diag([1.0, 2.0, 4.0]))
     >>> res = fs.sample(model, method="nnghmc", n_draws=300, n_warmup=400, chains=1,
-    ...                 n_steps=8, n_hidden=30, seed=1, progress=False)
+    ...                 n_steps=8, n_hidden=30, seed=1, progress=False, no_regret=False)
     >>> [e["event"] for e in res.info["events"]]
     ['train', 'trial', 'switch']
     >>> res.surrogate.dim
@@ -173,7 +173,7 @@ class NNGHMC(HMC):
                  holdout=0.1, burn_in=0.2, train_start=0.5, train_every=0.1, train_end=None,
                  trial_length=50, switch_fraction=0.9, record_every=1, max_train=None,
                  start="affine", warm_start=True, trainer=None, trainer_options=None,
-                 surrogate=None, explore=None, max_tree_depth=10, no_regret=False,
+                 surrogate=None, explore=None, max_tree_depth=10, no_regret=None,
                  **hmc_options):
         if hmc_options.get("transitions") is not None or "inner" in hmc_options:
             raise ValueError("NNgHMC has no surrogate transitions: its gradient network has no "
@@ -182,10 +182,8 @@ class NNGHMC(HMC):
                              "VHMC (exact=True)")
         hmc_options.pop("transitions", None)
         super().__init__(potential, **hmc_options)
-        self.no_regret = check_flag("no_regret", no_regret)
-        if explore is None:
-            explore = "nuts" if self.no_regret else "hmc"
-        self.explore_with = check_explore(explore)
+        self.no_regret, self.explore_with, self._no_regret_defaulted = _noregret.resolve(
+            no_regret, explore)
         self.max_tree_depth = check_tree_depth(max_tree_depth)
         self.n_hidden = check_int("n_hidden", n_hidden, 1)
         self.blocks = check_int("blocks", blocks, 1)
@@ -230,7 +228,8 @@ class NNGHMC(HMC):
     # -- the schedule ------------------------------------------------------------
     def checkpoint_support(self):
         if self.no_regret:
-            return "no_regret decides on measured wall-clock time, which a resumed run cannot replay"
+            return ("no_regret=True decides on measured wall-clock time, which a resumed run "
+                    "cannot replay (pass no_regret=False)")
         return None
 
     def schedule(self, n_warmup):

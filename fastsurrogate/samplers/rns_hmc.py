@@ -134,17 +134,21 @@ class RNSHMC(HMC):
     max_tree_depth : int
         NUTS (``inner`` or ``explore``): at most 2**max_tree_depth - 1
         leapfrog steps per transition.
-    no_regret : bool
-        Opt-in (default False until it is measured on every benchmark
-        problem; see README "No-regret"): the no-regret rule
-        (:mod:`fastsurrogate.samplers._noregret`):
+    no_regret : None or bool
+        The no-regret rule (:mod:`fastsurrogate.samplers._noregret`), on by
+        default (None: on, except in checkpointed runs, see below):
         explore with exact NUTS (unless ``explore`` says otherwise), then
         switch to the surrogate only when a cost check (before training) and
         a trial of ``trial_length`` surrogate-driven iterations (after
         training) measure it faster in min ESS per second than the
         exploration's NUTS; otherwise keep drawing with that NUTS chain and
-        say why in ``result.info["fallback"]``.  False: the paper's
-        algorithm, always switching (exploration with HMC by default).
+        say why in ``result.info["fallback"]``.  The decision is made on
+        measured wall-clock time, so two runs with the same seed may decide
+        differently (given the decision, the draws are reproducible).
+        False: the paper's algorithm, always switching (exploration with
+        HMC by default), bit-reproducible.  With ``checkpoint=`` or
+        ``resume=`` a defaulted rule is off (a resumed run cannot replay a
+        wall-clock decision); an explicit True is refused there.
     trial_length : int
         Iterations per chain of the no-regret trial (not kept).
     **hmc_options
@@ -157,7 +161,7 @@ class RNSHMC(HMC):
     >>> X, y, _ = fs.datasets.simulate_logistic(2000, 5, seed=0)
     >>> model = fs.models.LogisticRegression(X, y, prior_sd=10.0)
     >>> res = fs.sample(model, method="rns-hmc", n_draws=200, n_warmup=400, chains=1,
-    ...                 n_hidden=200, seed=1, progress=False)
+    ...                 n_hidden=200, seed=1, progress=False, no_regret=False)
     >>> res.surrogate.n_hidden
     200
     """
@@ -168,15 +172,13 @@ class RNSHMC(HMC):
                  standardize=True, input_scale="auto", training="states", train_from=0.2,
                  delayed_acceptance=False, guard=0.5, guard_window=200,
                  guard_action="retrain", surrogate=None, base=None, transitions=None,
-                 inner="hmc", explore=None, max_tree_depth=10, no_regret=False,
+                 inner="hmc", explore=None, max_tree_depth=10, no_regret=None,
                  trial_length=200, **hmc_options):
         super().__init__(potential, **hmc_options)
         self.transitions, self.inner = check_transitions(transitions, inner)
-        self.no_regret = check_flag("no_regret", no_regret)
+        self.no_regret, self.explore_with, self._no_regret_defaulted = _noregret.resolve(
+            no_regret, explore)
         self.trial_length = check_int("trial_length", trial_length, 8)
-        if explore is None:
-            explore = "nuts" if self.no_regret else "hmc"
-        self.explore_with = check_explore(explore)
         self.max_tree_depth = check_tree_depth(max_tree_depth)
         if self.transitions is not None and delayed_acceptance:
             raise ValueError("delayed_acceptance does not apply with transitions: the exact "
@@ -223,7 +225,8 @@ class RNSHMC(HMC):
 
     def checkpoint_support(self):
         if self.no_regret:
-            return "no_regret decides on measured wall-clock time, which a resumed run cannot replay"
+            return ("no_regret=True decides on measured wall-clock time, which a resumed run "
+                    "cannot replay (pass no_regret=False)")
         return None
 
     def check_sizes(self, n_draws, n_warmup):
