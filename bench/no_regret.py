@@ -76,8 +76,14 @@ def one(model, method, n_warmup, n_draws, seed, paper=False):
     nr = res.info.get("no_regret")
     nr = nr[0] if isinstance(nr, list) else nr
     trial = (nr or {}).get("trial", {}).get("ratio")
+    switched = bool((nr or {}).get("switched"))
+    events = res.info.get("events") or []          # NNgHMC: trials are events
+    if method == "nnghmc" and nr is not None:
+        trials = [e for e in events if e["event"] == "trial" and e.get("no_regret")]
+        trial = trials[-1]["no_regret"]["ratio"] if trials else None
+        switched = any(e["event"] == "switch" for e in events)
     return dict(ess=ess, wall=wall, rate=ess / wall, fallback=fb, trial=trial,
-                switched=bool((nr or {}).get("switched")))
+                switched=switched, rule=nr is not None)
 
 
 def main():
@@ -127,9 +133,10 @@ def main():
             elif fb is not None:
                 decision = "fallback: " + fb["reason"].split(":")[0]
             elif r["switched"]:
-                decision = f"switched (trial {r['trial']:.2f}x)"
+                decision = ("switched" if r["trial"] is None
+                            else f"switched (trial {r['trial']:.2f}x)")
             else:
-                decision = "surrogate (rule off)"
+                decision = "surrogate" if not r["rule"] else "no switch"
             ratio = f"{r['rate'] / base:.2f}" if base else "n/a"
             keep(f"| {name} | {m} | {r['ess']:.0f} | {r['wall']:.1f} | {r['rate']:.1f} | "
                  f"{ratio} | {decision} | {os.getloadavg()[0]:.1f} |")

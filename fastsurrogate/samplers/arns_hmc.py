@@ -147,6 +147,7 @@ class ARNSHMC(RNSHMC):
         before the span (the states were then unseen: held out) and after.
         """
         run.start(proposals=self.online_data == "proposals")
+        self._matched_n_steps = None
         seed = surrogate_seed(run.generators[0])
         for ctx in run.ctxs:
             ctx.net, ctx.trainer, ctx.switches, ctx.stopped, ctx.clock = None, None, [], None, []
@@ -154,6 +155,8 @@ class ARNSHMC(RNSHMC):
 
         def chain(ctx):
             self.explore(ctx)
+            if self._match_steps([ctx]):
+                ctx.no_regret["surrogate_n_steps"] = self._matched_n_steps
             if self.no_regret:
                 record = self.chain_cost_check(ctx)
                 if record is not None:
@@ -161,7 +164,7 @@ class ARNSHMC(RNSHMC):
             with ctx.phase("train"):
                 self.start_surrogate(ctx, seed)
             if self.no_regret and not self.chain_trial(ctx):
-                return self.chain_fall_back(ctx, _noregret.fallback_record(ctx.no_regret["trial"]))
+                return self.chain_fall_back(ctx, _noregret.fallback_record(ctx.no_regret))
             with ctx.phase("sample"):
                 self.adapt_and_sample(ctx)
 
@@ -187,17 +190,27 @@ class ARNSHMC(RNSHMC):
 
     def chain_trial(self, ctx):
         """Rule 2 with the start network (no online updates in the trial, so the
-        test is conservative: the updates only improve the surrogate)."""
+        test is conservative: the updates only improve the surrogate); rounds
+        as for :meth:`RNSHMC.no_regret_trial`."""
         n = self.trial_length
-        trial = new_trace(n, self.potential.dim)
-        with ctx.phase("trial"):
-            t0 = time.perf_counter()
-            ctx.run_span(ctx.chain, trial, 0, n, "trial")
-            seconds = time.perf_counter() - t0
+        trial = new_trace(n * _noregret.MAX_TRIAL_ROUNDS, self.potential.dim)
         a, b, t_exact = ctx.exact_rows
-        switch, ctx.no_regret["trial"] = _noregret.trial_verdict(
-            ctx.warm["draws"][None, a:b], t_exact, trial["draws"][None], seconds,
-            float(trial["accept_prob"].mean()))
+        explore_acc = float(ctx.warm["accept_prob"][a:b].mean()) if b > a else None
+        seconds, rounds = 0.0, 0
+        while True:
+            with ctx.phase("trial"):
+                t0 = time.perf_counter()
+                ctx.run_span(ctx.chain, trial, rounds * n, (rounds + 1) * n, "trial")
+                seconds += time.perf_counter() - t0
+            rounds += 1
+            m = rounds * n
+            switch, measured = _noregret.trial_verdict(
+                ctx.warm["draws"][None, a:b], t_exact, trial["draws"][None, :m], seconds,
+                float(trial["accept_prob"][:m].mean()), explore_acc)
+            if switch or not _noregret.extend_trial(measured, rounds):
+                break
+        measured["rounds"] = rounds
+        ctx.no_regret["trial"] = measured
         ctx.no_regret["switched"] = switch
         return switch
 

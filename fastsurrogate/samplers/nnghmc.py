@@ -182,6 +182,8 @@ class NNGHMC(HMC):
                              "VHMC (exact=True)")
         hmc_options.pop("transitions", None)
         super().__init__(potential, **hmc_options)
+        self._n_steps_given = "n_steps" in hmc_options
+        self._matched_n_steps = None
         self.no_regret, self.explore_with, self._no_regret_defaulted = _noregret.resolve(
             no_regret, explore)
         self.max_tree_depth = check_tree_depth(max_tree_depth)
@@ -262,7 +264,7 @@ class NNGHMC(HMC):
     def _trial_chain(self, chain, net):
         """A chain driven by the network and judged by the exact U, from where `chain` is."""
         return Chain(net, self.potential, chain.position, chain.generator,
-                     step_size=chain.step_size, n_steps=self.n_steps,
+                     step_size=chain.step_size, n_steps=self._matched_n_steps or self.n_steps,
                      random_n_steps=self.random_n_steps, inv_metric=chain.inv_metric,
                      max_energy_error=self.max_energy_error)
 
@@ -392,12 +394,19 @@ class NNGHMC(HMC):
         a, b, _ = ctx.exact_rows
         net = _noregret.untrained_network("mlp", self.potential.dim, self.n_hidden * self.blocks,
                                           self.activation)
+        self._matched_n_steps = None
+        if self.explore_with == "nuts" and not self._n_steps_given:
+            # the network-driven chain travels as far as NUTS (see _noregret.matched_steps)
+            mean = _noregret.exploration_steps(run.ctxs)
+            if mean is not None:
+                self._matched_n_steps = _noregret.matched_steps(mean, self.random_n_steps)
         record, measured = _noregret.cost_check(
             self.potential, net, ctx.chain.position, float(np.mean(ctx.warm["n_steps"][a:b])),
-            _noregret.steps_per_iteration(self.n_steps, self.random_n_steps),
+            _noregret.steps_per_iteration(self._matched_n_steps or self.n_steps,
+                                          self.random_n_steps),
             n_draws=run.n_draws, n_points=sum(c.recorder.points()[0].shape[0] for c in run.ctxs),
             s=1000, trial_length=self.trial_length)
-        run.info["no_regret"] = {"cost": measured}
+        run.info["no_regret"] = {"cost": measured, "surrogate_n_steps": self._matched_n_steps}
         return record
 
     def exact_span(self, run, last, record):
@@ -453,7 +462,8 @@ class NNGHMC(HMC):
                 np.stack([c.warm["draws"][c.exact_rows[0]:c.exact_rows[1]] for c in ctxs]),
                 float(np.mean([c.exact_rows[2] for c in ctxs])),
                 np.stack([c.warm["draws"][row0:run.row] for c in ctxs]),
-                float(np.mean([c.trial_seconds for c in ctxs])), trial_acc)
+                float(np.mean([c.trial_seconds for c in ctxs])), trial_acc,
+                ess_floor=min(_noregret.ESS_FLOOR, 0.2 * n * len(ctxs)))
             switch = switch and fast
         event.update(switch=switch, seconds=time.perf_counter() - t0)
         run.info["events"].append(event)

@@ -175,6 +175,8 @@ class RNSHMC(HMC):
                  inner="hmc", explore=None, max_tree_depth=10, no_regret=None,
                  trial_length=200, **hmc_options):
         super().__init__(potential, **hmc_options)
+        self._n_steps_given = "n_steps" in hmc_options
+        self._matched_n_steps = None
         self.transitions, self.inner = check_transitions(transitions, inner)
         self.no_regret, self.explore_with, self._no_regret_defaulted = _noregret.resolve(
             no_regret, explore)
@@ -249,7 +251,10 @@ class RNSHMC(HMC):
         events and the exact evaluations made (and, with delayed
         acceptance, saved).
         """
+        self._matched_n_steps = None
         seed, Q, U = self.explore_phase(run)
+        if self._match_steps(run.ctxs):
+            run.info.setdefault("no_regret", {})["surrogate_n_steps"] = self._matched_n_steps
         if self.no_regret and self.surrogate is None:
             record = self.cost_check(run, Q)
             if record is not None:
@@ -321,7 +326,24 @@ class RNSHMC(HMC):
     def _surrogate_steps(self):
         if self.transitions is not None:
             return float(self.n_steps)
-        return _noregret.steps_per_iteration(self.n_steps, self.random_n_steps)
+        return _noregret.steps_per_iteration(self._surrogate_n_steps(), self.random_n_steps)
+
+    def _surrogate_n_steps(self):
+        """n_steps of the surrogate-driven chain: the given n_steps, or under
+        the no-regret rule with a NUTS exploration and n_steps not given,
+        NUTS's trajectory length (``_noregret.matched_steps``)."""
+        return self._matched_n_steps or self.n_steps
+
+    def _match_steps(self, ctxs):
+        """Set the surrogate chain's n_steps from the NUTS exploration (see
+        ``_surrogate_n_steps``); recorded in ``info["no_regret"]``."""
+        self._matched_n_steps = None
+        if (self.no_regret and self.explore_with == "nuts" and not self._n_steps_given
+                and self.transitions is None):
+            mean = _noregret.exploration_steps(ctxs)
+            if mean is not None:
+                self._matched_n_steps = _noregret.matched_steps(mean, self.random_n_steps)
+        return self._matched_n_steps
 
     def cost_check(self, run, Q, kind="random"):
         """Rule 1 on chain 0's exploration: None, or the fallback record."""
@@ -334,7 +356,7 @@ class RNSHMC(HMC):
             self.potential, net, ctx.chain.position, nuts_steps, self._surrogate_steps(),
             n_draws=run.n_draws, n_points=Q.shape[0], s=self.n_hidden,
             trial_length=self.trial_length)
-        run.info["no_regret"] = {"cost": measured}
+        run.info.setdefault("no_regret", {})["cost"] = measured
         return record
 
     def trial_chain(self, ctx, net):
@@ -344,24 +366,41 @@ class RNSHMC(HMC):
         return self._continue_chain(ctx.chain, net)
 
     def no_regret_trial(self, run, net):
-        """Rule 2: trial_length surrogate iterations per chain (not kept); True to switch."""
-        n = self.trial_length
+        """Rule 2: trial_length surrogate iterations per chain (not kept), in
+        up to MAX_TRIAL_ROUNDS rounds while too few effective samples came
+        out for a rate (``_noregret.extend_trial``); True to switch."""
+        n, rounds = self.trial_length, 0
+        total = n * _noregret.MAX_TRIAL_ROUNDS
 
         def worker(ctx):
-            ctx.chain = self.trial_chain(ctx, net)
-            ctx.trial = new_trace(n, self.potential.dim, inner=self.transitions is not None)
+            a = rounds * n
+            if a == 0:
+                ctx.chain = self.trial_chain(ctx, net)
+                ctx.trial = new_trace(total, self.potential.dim,
+                                      inner=self.transitions is not None)
+                ctx.trial_seconds = 0.0
             with ctx.phase("trial"):
                 t0 = time.perf_counter()
-                ctx.run_span(ctx.chain, ctx.trial, 0, n, "trial")
-                ctx.trial_seconds = time.perf_counter() - t0
+                ctx.run_span(ctx.chain, ctx.trial, a, a + n, "trial")
+                ctx.trial_seconds += time.perf_counter() - t0
 
-        run.each_chain(worker, n, "trial", parallel=self.potential.thread_safe and net.thread_safe)
         exact = np.stack([c.warm["draws"][c.exact_rows[0]:c.exact_rows[1]] for c in run.ctxs])
         t_exact = float(np.mean([c.exact_rows[2] for c in run.ctxs]))
-        trial = np.stack([c.trial["draws"] for c in run.ctxs])
-        t_trial = float(np.mean([c.trial_seconds for c in run.ctxs]))
-        acc = float(np.mean([c.trial["accept_prob"] for c in run.ctxs]))
-        switch, measured = _noregret.trial_verdict(exact, t_exact, trial, t_trial, acc)
+        explore_acc = float(np.mean([c.warm["accept_prob"][c.exact_rows[0]:c.exact_rows[1]]
+                                     for c in run.ctxs]))
+        while True:
+            run.each_chain(worker, n, "trial",
+                           parallel=self.potential.thread_safe and net.thread_safe)
+            rounds += 1
+            m = rounds * n
+            trial = np.stack([c.trial["draws"][:m] for c in run.ctxs])
+            t_trial = float(np.mean([c.trial_seconds for c in run.ctxs]))
+            acc = float(np.mean([c.trial["accept_prob"][:m] for c in run.ctxs]))
+            switch, measured = _noregret.trial_verdict(exact, t_exact, trial, t_trial, acc,
+                                                       explore_acc)
+            if switch or not _noregret.extend_trial(measured, rounds):
+                break
+        measured["rounds"] = rounds
         run.info.setdefault("no_regret", {})["trial"] = measured
         run.info["no_regret"]["switched"] = switch
         return switch
@@ -458,7 +497,7 @@ class RNSHMC(HMC):
             # a guard retrain keeps the tuned k and step size
             return transition_chain(self, chain, drive, chain.surrogate_steps, self.inner)
         return Chain(drive, self.potential, chain.position, chain.generator,
-                     step_size=chain.step_size, n_steps=self.n_steps,
+                     step_size=chain.step_size, n_steps=self._surrogate_n_steps(),
                      random_n_steps=self.random_n_steps, inv_metric=chain.inv_metric,
                      max_energy_error=self.max_energy_error,
                      delayed_acceptance=self.delayed_acceptance and drive is not self.potential)
