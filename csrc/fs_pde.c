@@ -111,11 +111,21 @@ void fs_band_cholesky_solve(int n, int p, const double *ab, double *FS_RESTRICT 
     }
     for (int j = n - 1; j >= 0; --j) {            /* L^T x = z */
         const double *cj = ab + (ptrdiff_t)j * ld;
+        const double *xj = x + j;
         const int kn = (p < n - 1 - j) ? p : n - 1 - j;
-        double s = x[j];
-        for (int i = 1; i <= kn; ++i)
-            s -= cj[i] * x[j + i];
-        x[j] = s / cj[0];
+        /* four partial sums: a dependent chain of FMAs would bound the
+           dot product by their latency (no reassociation without them) */
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        int i = 1;
+        for (; i + 3 <= kn; i += 4) {
+            s0 += cj[i] * xj[i];
+            s1 += cj[i + 1] * xj[i + 1];
+            s2 += cj[i + 2] * xj[i + 2];
+            s3 += cj[i + 3] * xj[i + 3];
+        }
+        for (; i <= kn; ++i)
+            s0 += cj[i] * xj[i];
+        x[j] = (x[j] - ((s0 + s1) + (s2 + s3))) / cj[0];
     }
 }
 
