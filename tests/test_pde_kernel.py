@@ -107,6 +107,7 @@ def test_divergences_and_the_splu_path():
     np.testing.assert_allclose(other.grad(theta), model.grad(theta), rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_hmc_on_the_compiled_potential_matches_quadrature():
     """Two threaded HMC chains on the C kernel (thread-safe, no callback):
     posterior means and variances of a 2-parameter PDE posterior within
