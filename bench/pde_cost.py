@@ -158,18 +158,27 @@ def main():
     net = fs.sample(m, method="rns-hmc", n_hidden=1000, guard=None, n_warmup=1000, n_draws=10,
                     seed=1, **common).surrogate
     print(f"\nRNS-HMC network trained on 1000 exploration states ({time.perf_counter() - t0:.0f} s)")
-    its = {"HMC": [], "RNS-HMC": []}
-    acc = {"HMC": [], "RNS-HMC": []}
+    targets = {"": m}
+    if a.before:
+        targets[f" (pde.py at {a.before})"] = old
+    its = {f"{n}{t}": [] for t in targets for n in ("HMC", "RNS-HMC")}
+    acc = {k: [] for k in its}
     for rep in range(a.repeats):
-        for name in its:
-            extra = dict(surrogate=net, guard=None) if name == "RNS-HMC" else {}
-            res = fs.sample(m, method=name.lower(), n_warmup=20, n_draws=a.iterations,
-                            seed=10 + rep, **common, **extra)
-            its[name].append(res.seconds_per_iteration())
-            acc[name].append(float(np.nanmean(res.acceptance_rate)))
-    h, rn = statistics.median(its["HMC"]), statistics.median(its["RNS-HMC"])
+        for tag, model in targets.items():
+            for name in ("HMC", "RNS-HMC"):
+                extra = dict(surrogate=net, guard=None) if name == "RNS-HMC" else {}
+                res = fs.sample(model, method=name.lower(), n_warmup=20, n_draws=a.iterations,
+                                seed=10 + rep, **common, **extra)
+                its[name + tag].append(res.seconds_per_iteration())
+                acc[name + tag].append(float(np.nanmean(res.acceptance_rate)))
     print(f"iterations ({a.iterations} per round, medians of {a.repeats} interleaved rounds; "
           f"load after: {load()}):")
+    if a.before:
+        tag = f" (pde.py at {a.before})"
+        ho, ro = statistics.median(its["HMC" + tag]), statistics.median(its["RNS-HMC" + tag])
+        print(f"  before: exact HMC {ho * 1e3:7.3f} ms/iter, RNS-HMC {ro * 1e3:7.3f} ms/iter, "
+              f"s/iter ratio {ho / ro:4.2f}")
+    h, rn = statistics.median(its["HMC"]), statistics.median(its["RNS-HMC"])
     print(f"  exact HMC  {h * 1e3:7.3f} ms/iter = {h / med[('C kernel', 'U + grad')]:4.2f} C U + grad "
           f"(acceptance {statistics.median(acc['HMC']):.2f})")
     print(f"  RNS-HMC    {rn * 1e3:7.3f} ms/iter = {rn / fwd:4.2f} C U "

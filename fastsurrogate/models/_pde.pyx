@@ -58,8 +58,8 @@ cdef class PDEKernel(Potential):
         """Point the Potential at fs_pde_eval with these mesh arrays (copied)."""
         if self._ready or self.pot.eval != NULL:
             raise TypeError("PDEKernel is already initialised")
-        i32 = lambda a: np.ascontiguousarray(a, dtype=np.int32)
-        f64 = lambda a: np.ascontiguousarray(a, dtype=np.float64)
+        i32 = lambda a: np.array(a, dtype=np.int32, order="C", copy=True)
+        f64 = lambda a: np.array(a, dtype=np.float64, order="C", copy=True)
         cdef cnp.ndarray ef = i32(el_free), eg = f64(el_g), kr = f64(k_ref), ph = f64(phi)
         cdef cnp.ndarray op = i32(obs_ptr), oi = i32(obs_idx), ov = f64(obs_val)
         cdef cnp.ndarray oc = f64(obs_const), ya = f64(y)

@@ -5,11 +5,12 @@
 
 with log c a Karhunen-Loeve expansion of a Gaussian process, bilinear finite
 elements on a uniform mesh, and noisy point observations of u.  The forward
-model is a sparse SPD solve; its cost dominates, so the model is NumPy/SciPy
-set up in NumPy/SciPy once; each evaluation (KL expansion, assembly of the
-banded stiffness matrix, banded Cholesky, forward and adjoint solves, the
-adjoint contraction) is one C call (csrc/fs_pde.c, models/_pde.pyx), so the
-chain loop never enters Python for it.  ``solver="splu"`` keeps a SciPy
+model is a sparse SPD solve, whose cost dominates.  The mesh, the KL basis
+and the observation operator are set up in NumPy/SciPy once; each
+evaluation (KL expansion, assembly of the banded stiffness matrix, banded
+Cholesky, forward and adjoint solves, the adjoint contraction) is one C
+call (csrc/fs_pde.c, models/_pde.pyx), so the chain loop never enters
+Python for it.  ``solver="splu"`` keeps a SciPy
 SuperLU path behind the Python callback trampoline.
 """
 import numbers
