@@ -100,6 +100,7 @@ ALL_EXTENSIONS = [
     ext("core._sg", ["fs_common.c", "fs_glm.c", "fs_sg.c"], rng=True),
     ext("models._models", ["fs_common.c", "fs_models.c", "fs_garch.c", "fs_gpreg.c"]),
     ext("models._papers", ["fs_common.c", "fs_papers.c"]),
+    ext("models._pde", ["fs_common.c", "fs_pde.c"]),
     # surrogates: random networks, their online trainers, gradient networks
     ext("surrogates._network", ["fs_common.c", "fs_network.c"]),
     ext("surrogates._online", ["fs_common.c", "fs_greville.c", "fs_smw.c"]),

@@ -50,7 +50,7 @@ def _batched(fn, dim):
 
 def _calls_python(pot):
     """Whether evaluating pot can run Python (a callback somewhere inside)."""
-    if isinstance(pot, CallbackPotential):
+    if isinstance(pot, CallbackPotential) or getattr(pot, "calls_python", False):
         return True
     if isinstance(pot, WeightedSum):
         return any(_calls_python(t) for t in pot.potentials)

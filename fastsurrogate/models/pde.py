@@ -5,9 +5,13 @@
 
 with log c a Karhunen-Loeve expansion of a Gaussian process, bilinear finite
 elements on a uniform mesh, and noisy point observations of u.  The forward
-model is a sparse SPD solve; its cost dominates, so the model is NumPy/SciPy
-wrapped as a Potential (the C chain loop calls back into Python once per
-evaluation, like :meth:`fastsurrogate.Potential.from_callable`).
+model is a sparse SPD solve, whose cost dominates.  The mesh, the KL basis
+and the observation operator are set up in NumPy/SciPy once; each
+evaluation (KL expansion, assembly of the banded stiffness matrix, banded
+Cholesky, forward and adjoint solves, the adjoint contraction) is one C
+call (csrc/fs_pde.c, models/_pde.pyx), so the chain loop never enters
+Python for it.  ``solver="splu"`` keeps a SciPy
+SuperLU path behind the Python callback trampoline.
 """
 import numbers
 
@@ -16,6 +20,7 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from fastsurrogate.core._potential import CallbackPotential
+from fastsurrogate.models._pde import PDEKernel
 
 __all__ = ["EllipticPDE"]
 
@@ -67,7 +72,7 @@ def _bilinear_matrix(points, m):
     return sp.csr_matrix((vals, (rows, cols)), shape=(len(points), n1 * n1))
 
 
-class EllipticPDE(CallbackPotential):
+class EllipticPDE(PDEKernel):
     """Posterior of the KL coefficients of an elliptic PDE's coefficient
     (RNS-HMC paper, section 5.2; a Potential).
 
@@ -100,12 +105,16 @@ class EllipticPDE(CallbackPotential):
     ``n_modes`` more solves with that factor.
 
     Solver: the stiffness matrix of the free nodes, in the natural
-    (lexicographic) node order, is banded (half bandwidth n_mesh + 2); its
-    band is assembled from the element coefficients by one precomputed
-    sparse product and factorised by LAPACK's banded Cholesky
-    (``scipy.linalg.cholesky_banded``): a sparse direct solve whose ordering
-    and symbolic structure are fixed once.  ``solver="splu"`` uses SuperLU
-    on the CSC matrix with the same fixed (natural, banded) ordering instead.
+    (lexicographic) node order, is banded (half bandwidth n_mesh + 2).  With
+    ``solver="banded"`` (default) U and its gradient are one C call
+    (csrc/fs_pde.c): the band is assembled from the element coefficients
+    through a precomputed element-to-free-node map and factorised by a
+    banded Cholesky (a sparse direct solve whose ordering and symbolic
+    structure are fixed once; no Python per evaluation, thread-safe).
+    :meth:`solve`, :meth:`observe` and :meth:`jacobian` use the same band
+    with LAPACK's ``scipy.linalg.cholesky_banded``.  ``solver="splu"`` uses
+    SuperLU on the CSC matrix with the same fixed (natural, banded) ordering
+    instead, behind the Python callback trampoline (for comparison).
 
     Parameters
     ----------
@@ -155,6 +164,7 @@ class EllipticPDE(CallbackPotential):
         self.obs_points = np.array([(a, b) for b in grid for a in grid])
         O = _bilinear_matrix(self.obs_points, m).tocsc()
         self._O_free = O[:, self.free].tocsr()
+        self._O_free_T = self._O_free.T.tocsr()
         self._obs_const = O[:, self.dirichlet] @ self._g_full[self.dirichlet]
         if theta_true is None:
             theta_true = self.prior_sd * np.random.default_rng(seed).standard_normal(d)
@@ -171,8 +181,22 @@ class EllipticPDE(CallbackPotential):
             raise ValueError(f"y must be finite with shape ({no * no},), got {ya.shape}")
         self.y = ya.copy()
         self.y.flags.writeable = False
-        super().__init__(self._value_and_grad, d, value=self._value, thread_safe=True,
-                         names=[f"theta[{k}]" for k in range(d)])
+        self._names = [f"theta[{k}]" for k in range(d)]
+        if solver == "banded":
+            el_free = self._fmap[self.elements]
+            el_g = np.where(el_free >= 0, 0.0, self._g_full[self.elements])
+            Of = self._O_free
+            self._init_kernel(el_free, el_g, _K_REF, self._Phi, Of.indptr, Of.indices, Of.data,
+                              self._obs_const, self.y, self.free.size, self.half_bandwidth,
+                              self.noise_sd ** 2, self.prior_sd ** 2)
+        else:
+            self._init_delegate(CallbackPotential(self._value_and_grad, d, value=self._value,
+                                                  thread_safe=True, names=self._names))
+
+    @property
+    def param_names(self):
+        """``theta[0]``, ..., ``theta[n_modes - 1]``."""
+        return list(self._names)
 
     # -- set-up ------------------------------------------------------------
     def _build_mesh(self, m):
@@ -347,7 +371,7 @@ class EllipticPDE(CallbackPotential):
         r = self._O_free @ u[self.free] + self._obs_const - self.y
         U = 0.5 * (r @ r) / s2 + 0.5 * (theta @ theta) / self.prior_sd ** 2
         lam = np.zeros(self.n_nodes)
-        lam[self.free] = solve(self._O_free.T @ (r / s2))       # adjoint solve
+        lam[self.free] = solve(self._O_free_T @ (r / s2))       # adjoint solve
         u_loc = u[self.elements]
         dc = -np.einsum("ea,ea->e", lam[self.elements] @ _K_REF, u_loc)
         g = self._Phi.T @ (c * dc) + theta / self.prior_sd ** 2
