@@ -16,8 +16,8 @@ The data
 The parameterisation, step size and L (chosen by measurement; the paper's are not known here)
   The one-hot columns of each attribute sum to the intercept column, so some
   directions of the posterior are set by the prior alone: sds along the
-  Laplace covariance's axes run from 0.006 to 10 (condition number ~2.7e6).  An identity metric
-  would leave those directions unexplored in any affordable run, for both
+  Laplace covariance's axes run from 0.006 to 10 (condition number
+  ~2.7e6).  An identity metric would leave those directions unexplored in any affordable run, for both
   samplers.  Both therefore sample the whitened coefficients z = L^-1 beta,
   with L the Cholesky factor of the Laplace covariance (the inverse Hessian
   of U at the MAP, found by Newton's method): the likelihood on the design
