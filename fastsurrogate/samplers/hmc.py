@@ -84,25 +84,27 @@ class HMC(Sampler):
                      random_n_steps=random_n_steps, inv_metric=self._initial_inv_metric(),
                      max_energy_error=self.max_energy_error, **kw)
 
-    def warmup(self, chain, trace, ctx, n_warmup, key="warmup"):
-        """Run n_warmup iterations into `trace`, adapting when self.adapt."""
+    def warmup(self, chain, trace, ctx, n_warmup, key="warmup", offset=0):
+        """Run n_warmup iterations into rows offset .. offset + n_warmup of
+        `trace`, adapting when self.adapt (Stan's windows within them)."""
         if not self.adapt or n_warmup == 0:
-            ctx.run_span(chain, trace, 0, n_warmup, key)
+            ctx.run_span(chain, trace, offset, offset + n_warmup, key)
             return
         if self.step_size is None:
             chain.find_step_size()
         chain.start_adaptation(self.target_accept)
         adapt_metric = isinstance(self.metric, str) and self.metric != "unit"
         first, ends = warmup_windows(n_warmup) if adapt_metric else (n_warmup, [])
-        i = ctx.run_span(chain, trace, 0, first if ends else n_warmup, key)
-        start = first
+        i = ctx.run_span(chain, trace, offset, offset + (first if ends else n_warmup), key)
+        start = offset + first
         for end in ends:
-            i = ctx.run_span(chain, trace, i, end, key)
-            chain.set_inv_metric(regularized_metric(trace["draws"][start:end], self.metric))
+            i = ctx.run_span(chain, trace, i, offset + end, key)
+            chain.set_inv_metric(regularized_metric(trace["draws"][start:offset + end],
+                                                    self.metric))
             chain.find_step_size()
             chain.start_adaptation(self.target_accept)
-            start = end
-        ctx.run_span(chain, trace, i, n_warmup, key)
+            start = offset + end
+        ctx.run_span(chain, trace, i, offset + n_warmup, key)
         chain.finish_adaptation()
 
     # -- the algorithm -----------------------------------------------------------
