@@ -152,9 +152,19 @@ def training_seconds(s, n_points):
     rng = np.random.default_rng(0)
     A = rng.standard_normal((m, m)) / np.sqrt(m) + 2.0 * np.eye(m)
     S = A @ A.T
-    t0 = time.perf_counter()
-    np.linalg.cholesky(S)
-    t_chol = (time.perf_counter() - t0) * (s / m) ** 3
+    import scipy.linalg
+    from ..core._blas_threads import blas_threads
+    # SciPy's LAPACK on one BLAS thread, as the fits run
+    # (train_random_network(blas_threads=1)).  This used NumPy's Cholesky,
+    # whose OpenBLAS threads spin: at load 5 a 400 x 400 factorisation took
+    # 0.52-0.64 s against 0.008-0.012 s here, so the predicted training was
+    # ~50x too long (a9a-60d: 337 s predicted for NNgHMC, 56 s measured) and
+    # nearly every run fell back on "budget".
+    with blas_threads(1):
+        scipy.linalg.cholesky(S, lower=True)
+        t0 = time.perf_counter()
+        scipy.linalg.cholesky(S, lower=True)
+        t_chol = (time.perf_counter() - t0) * (s / m) ** 3
     return TRAIN_FACTOR * t_chol * (1.0 + n_points / s)
 
 
