@@ -39,7 +39,7 @@ TABLES = [
     Table("vhmc-fig5", PAPER + ", Figure 5 (ICA, section 4.4)",
           "Bayesian ICA: Amari distance of the posterior mean of W to W0 (a long exact-HMC "
           "run) against wall time, VHMC against exact HMC", "._vhmc_fig5",
-          quick=dict(budgets=[2.0, 5.0, 10.0], train=600, n_hidden=300, n_obs=5000,
+          quick=dict(budgets=[4.0, 8.0, 12.0], train=600, n_hidden=300, n_obs=5000,
                      reference_draws=2000, vhmc_draws=20000, hmc_warmup=300),
           missing="The paper's data are MEG recordings (5 channels, 17730 observations), "
                   "not public and not in the data folder: the sources here are simulated "
