@@ -48,10 +48,10 @@ def options(ap):
     ap.add_argument("--n-obs", type=int, default=17730, help="observations (the MEG data's size)")
     ap.add_argument("--channels", type=int, default=5)
     ap.add_argument("--n-hidden", type=int, default=1000, help="VHMC's s")
-    ap.add_argument("--train", type=int, default=1000, help="VHMC training iterations t0")
+    ap.add_argument("--train", type=int, default=2000, help="VHMC training iterations t0")
     ap.add_argument("--n-steps", type=int, default=10,
                     help="leapfrog steps L of both samplers (uniform on 1..L)")
-    ap.add_argument("--vhmc-draws", type=int, default=50000, help="VHMC draws after training")
+    ap.add_argument("--vhmc-draws", type=int, default=100000, help="VHMC draws after training")
     ap.add_argument("--hmc-warmup", type=int, default=500, help="exact HMC's warm-up")
     ap.add_argument("--budgets", type=float, nargs="+",
                     default=[40.0, 60.0, 80.0, 120.0, 160.0, 240.0], help="wall-time budgets (s)")
