@@ -157,3 +157,23 @@ def test_rns_fig4_tiny_writes_table_and_plot(tmp_path):
     except ImportError:
         return
     assert (tmp_path / "rns-fig4-acceptance.png").exists()
+
+
+def test_one_failing_table_does_not_lose_the_others(tmp_path, monkeypatch):
+    """A table that raises is marked FAILED in the run's index; the next
+    tables still run and main returns 1."""
+    import fastsurrogate.reproduce as rp
+    ran = []
+
+    def fake(name, rest, quick=False, out=None):
+        ran.append(name)
+        if name == "rns-fig3":
+            raise RuntimeError("boom")
+        return "ok"
+
+    monkeypatch.setattr(rp, "run_table", fake)
+    code = rp.main(["rns-fig3", "rns-fig4", "--out", str(tmp_path)])
+    assert code == 1 and ran == ["rns-fig3", "rns-fig4"]
+    index = (tmp_path / "README.md").read_text()
+    assert "| rns-fig3 | FAILED: RuntimeError: boom |" in index
+    assert "| rns-fig4 | done |" in index

@@ -179,8 +179,17 @@ def main(argv=None):
     summary = []
     for name in names:
         t1 = time.perf_counter()
-        text = run_table(name, rest, quick=args.quick, out=args.out)
-        status = "skipped (data absent)" if "- SKIPPED:" in text else "done"
+        try:
+            text = run_table(name, rest, quick=args.quick, out=args.out)
+        except Exception as exc:  # noqa: BLE001 - one table's failure must not lose the others
+            if len(names) == 1:
+                raise
+            import traceback
+            traceback.print_exc()
+            text = ""
+            status = f"FAILED: {type(exc).__name__}: {exc}"
+        else:
+            status = "skipped (data absent)" if "- SKIPPED:" in text else "done"
         summary.append(f"| {name} | {status} | {time.perf_counter() - t1:.0f} |")
     total = time.perf_counter() - t0
     index = ["# Reproduction run", "", f"- {'--quick' if args.quick else 'full'} run, "
@@ -192,4 +201,4 @@ def main(argv=None):
         f.write("\n".join(index) + "\n")
     print("\n".join(index))
     print(f"reports in {os.path.abspath(args.out)}")
-    return 0
+    return 1 if any("FAILED" in line for line in summary) else 0

@@ -103,7 +103,7 @@ def run_dim(d, points, seed):
                       t_nn=t_nn, t_gp=t_gp, nn_err=net.info.get("holdout_rel_error", np.nan))
         log(f"d = {d}, n = {n}: NN {row[n]['nn']:.3f} ({t_nn:.1f} s), NN affine start "
               f"{row[n]['nn_affine']:.3f}, GP {row[n]['gp']:.3f} "
-              f"({t_gp:.1f} s)", flush=True)
+              f"({t_gp:.1f} s)")
     return row
 
 
