@@ -33,7 +33,7 @@ from ..surrogates._online import OnlineLayerHook
 from ..surrogates.online import OnlineOutputLayer, with_bias, set_output_weights
 from ..surrogates.random_network import train_random_network
 from ._base import check_int
-from ._base import check_flag, check_number
+from ._base import check_number
 from .rns_hmc import RNSHMC, surrogate_seed
 from . import _noregret
 
@@ -178,8 +178,7 @@ class ARNSHMC(RNSHMC):
     # -- the no-regret decision, per chain (see fastsurrogate.samplers._noregret) ----
     def chain_cost_check(self, ctx):
         """Rule 1 on this chain's exploration: None, or the fallback record."""
-        a, b, _ = ctx.exact_rows
-        nuts_steps = float(np.mean(ctx.warm["n_steps"][a:b])) if b > a else 1.0
+        nuts_steps = _noregret.exploration_steps([ctx]) or 1.0
         net = _noregret.untrained_network("random", self.potential.dim, self.n_hidden,
                                           self.activation)
         record, ctx.no_regret["cost"] = _noregret.cost_check(

@@ -36,7 +36,7 @@ import numpy as np
 from ..core._hmc import Chain
 from ..core._potential import RecordingPotential
 from ..surrogates.gradient_network import affine_start_network, fit_gradient_network
-from ._base import check_int, check_potential, check_explore, check_tree_depth
+from ._base import check_int, check_potential, check_tree_depth
 from ._base import check_flag, check_number
 from .hmc import HMC
 from .rns_hmc import surrogate_seed
@@ -392,7 +392,6 @@ class NNGHMC(HMC):
         """Rule 1 of the no-regret default on chain 0's exploration: None, or
         the fallback record."""
         ctx = run.ctxs[0]
-        a, b, _ = ctx.exact_rows
         net = _noregret.untrained_network("mlp", self.potential.dim, self.n_hidden * self.blocks,
                                           self.activation)
         self._matched_n_steps = None
@@ -402,7 +401,7 @@ class NNGHMC(HMC):
             if mean is not None:
                 self._matched_n_steps = _noregret.matched_steps(mean, self.random_n_steps)
         record, measured = _noregret.cost_check(
-            self.potential, net, ctx.chain.position, float(np.mean(ctx.warm["n_steps"][a:b])),
+            self.potential, net, ctx.chain.position, _noregret.exploration_steps([ctx]) or 1.0,
             _noregret.steps_per_iteration(self._matched_n_steps or self.n_steps,
                                           self.random_n_steps),
             n_draws=run.n_draws, n_points=sum(c.recorder.points()[0].shape[0] for c in run.ctxs),

@@ -27,7 +27,7 @@ from ..core._potential import WeightedSum
 from ..models._models import Gaussian
 from ..surrogates.laplace import laplace_approximation
 from ..surrogates.random_network import train_random_network
-from ._base import check_int, check_positive, check_potential, check_explore, check_tree_depth
+from ._base import check_int, check_positive, check_potential, check_tree_depth
 from ._base import check_flag, check_number
 from ._transitions import check_transitions, tune_transitions, transition_chain
 from . import _noregret
@@ -348,8 +348,7 @@ class RNSHMC(HMC):
     def cost_check(self, run, Q, kind="random"):
         """Rule 1 on chain 0's exploration: None, or the fallback record."""
         ctx = run.ctxs[0]
-        a, b, _ = ctx.exact_rows
-        nuts_steps = float(np.mean(ctx.warm["n_steps"][a:b])) if b > a else 1.0
+        nuts_steps = _noregret.exploration_steps([ctx]) or 1.0
         net = _noregret.untrained_network(kind, self.potential.dim, self.n_hidden,
                                           self.activation)
         record, measured = _noregret.cost_check(
