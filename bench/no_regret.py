@@ -75,12 +75,14 @@ def one(model, method, n_warmup, n_draws, seed, paper=False):
     fb = res.info.get("fallback")
     nr = res.info.get("no_regret")
     nr = nr[0] if isinstance(nr, list) else nr
-    trial = (nr or {}).get("trial", {}).get("ratio")
+    t = (nr or {}).get("trial", {})
+    trial = t.get("whole_run_ratio", t.get("ratio"))
     switched = bool((nr or {}).get("switched"))
     events = res.info.get("events") or []          # NNgHMC: trials are events
     if method == "nnghmc" and nr is not None:
         trials = [e for e in events if e["event"] == "trial" and e.get("no_regret")]
-        trial = trials[-1]["no_regret"]["ratio"] if trials else None
+        t = trials[-1]["no_regret"] if trials else {}
+        trial = t.get("whole_run_ratio", t.get("ratio"))
         switched = any(e["event"] == "switch" for e in events)
     return dict(ess=ess, wall=wall, rate=ess / wall, fallback=fb, trial=trial,
                 switched=switched, rule=nr is not None)
@@ -134,7 +136,7 @@ def main():
                 decision = "fallback: " + fb["reason"].split(":")[0]
             elif r["switched"]:
                 decision = ("switched" if r["trial"] is None
-                            else f"switched (trial {r['trial']:.2f}x)")
+                            else f"switched (predicted {r['trial']:.2f}x)")
             else:
                 decision = "surrogate" if not r["rule"] else "no switch"
             ratio = f"{r['rate'] / base:.2f}" if base else "n/a"

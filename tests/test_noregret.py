@@ -108,3 +108,75 @@ def test_default_surrogate_samplers_reproduce_a_posteriordb_reference(data_dir, 
                     progress=False)
     assert res.info.get("no_regret"), res.info.keys()
     compare_to_reference(res, cls.reference_draws(data_dir))
+
+
+# -- the decision's arithmetic (no timing: figures are given) -------------------
+
+def _ar1(n, phi, seed, dim=2):
+    rng = np.random.default_rng(seed)
+    x = np.zeros((n, dim))
+    e = rng.standard_normal((n, dim)) * np.sqrt(1.0 - phi * phi)
+    for t in range(1, n):
+        x[t] = phi * x[t - 1] + e[t]
+    return x[None]
+
+
+def test_whole_run_ratio_is_the_rate_ratio_with_nothing_paid_and_the_ess_ratio_when_paid_dominates():
+    from fastsurrogate.samplers import _noregret as nr
+    # exact: rate 100 ESS/s at 0.01 s/iteration; surrogate: rate 400 at 0.001 s/iteration
+    r0 = nr.whole_run_ratio(100.0, 2.0, 200, 400.0, 0.2, 200, 0.0, 500)
+    assert r0 == pytest.approx(4.0)
+    # per iteration the surrogate gives 400 * 0.001 = 0.4 ESS, NUTS 100 * 0.01 = 1
+    r_inf = nr.whole_run_ratio(100.0, 2.0, 200, 400.0, 0.2, 200, 1e9, 500)
+    assert r_inf == pytest.approx(0.4, rel=1e-6)
+    paid = 5.0
+    t_s, t_n = 500 * 0.001, 500 * 0.01
+    expect = (400.0 * t_s / (paid + t_s)) / (100.0 * t_n / (paid + t_n))
+    assert nr.whole_run_ratio(100.0, 2.0, 200, 400.0, 0.2, 200, paid, 500) == pytest.approx(expect)
+    assert nr.whole_run_ratio(100.0, 2.0, 200, 400.0, 0.2, 200, None, 500) is None
+
+
+def test_trial_verdict_counts_the_seconds_already_paid():
+    from fastsurrogate.samplers import _noregret as nr
+    exact = _ar1(400, 0.0, 1)           # NUTS-like: ESS about the rows
+    trial = _ar1(400, 0.6, 2)           # mixes 4x worse per iteration, 10x cheaper
+    switch, m = nr.trial_verdict(exact, 4.0, trial, 0.4, 0.9, 0.9)
+    assert switch and m["ratio"] > 1.1 and "whole_run_ratio" not in m
+    # a cheap posterior: the exploration already cost 20x the kept draws' NUTS time
+    switch, m = nr.trial_verdict(exact, 4.0, trial, 0.4, 0.9, 0.9, paid_seconds=100.0,
+                                 n_draws=500)
+    assert not switch and m["whole_run_ratio"] < 1.1 < m["ratio"]
+    assert "whole run" in m["reason"]
+    # an expensive one: little paid so far, the rates decide
+    switch, m = nr.trial_verdict(exact, 4.0, trial, 0.4, 0.9, 0.9, paid_seconds=0.5,
+                                 n_draws=500)
+    assert switch and m["whole_run_ratio"] > 1.1
+
+
+def test_a_switch_is_confirmed_over_the_exact_window_s_time():
+    from fastsurrogate.samplers import _noregret as nr
+    m = {"trial_seconds": 0.1, "exact_seconds": 1.0}
+    assert nr.extend_trial(m, 1, switch=True)                  # confirm on a longer window
+    assert not nr.extend_trial(m, nr.MAX_TRIAL_ROUNDS, switch=True)
+    assert not nr.extend_trial(dict(m, trial_seconds=1.0), 1, switch=True)
+    assert not nr.extend_trial(dict(m, reason="trial: rate below"), 1)   # fallback is final
+    assert nr.extend_trial(dict(m, reason="trial: 3 effective samples ..."), 1)
+
+
+def test_nnghmc_does_not_retrain_what_the_saving_cannot_repay():
+    s = fs.NNGHMC(fs.models.StandardNormal(2), no_regret=True)
+
+    class _Run:
+        info = {"no_regret": {"cost": {"largest_saving_seconds": 1.0}}}
+    record = s.retraining_check(_Run(), 2000, (2.0, 1000))     # predicted 4 s > 1 s saving
+    assert record is not None and record["reason"].startswith("budget")
+    assert record["measured"]["predicted_retraining_seconds"] == pytest.approx(4.0)
+    _Run.info = {"no_regret": {"cost": {"largest_saving_seconds": 10.0}}}
+    assert s.retraining_check(_Run(), 2000, (2.0, 1000)) is None
+
+
+def test_gradient_network_training_prediction_is_a_positive_time():
+    from fastsurrogate.samplers import _noregret as nr
+    Q = np.random.default_rng(0).standard_normal((300, 4))
+    t = nr.gradient_training_seconds(Q, 20, 1, "softplus", 100)
+    assert np.isfinite(t) and t > 0

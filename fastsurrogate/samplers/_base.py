@@ -372,6 +372,7 @@ class Run:
         self.progress = progress
         self.keep_warmup = keep_warmup
         self.stop = np.zeros(1, dtype=np.int32)
+        self.t_start = time.perf_counter()      # the no-regret rule's "seconds paid so far"
         self.ctxs = [ChainContext(self, k, g) for k, g in enumerate(generators)]
         self.info = {}
         self.surrogate = None

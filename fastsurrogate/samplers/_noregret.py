@@ -32,12 +32,23 @@ NUTS chain (the fallback).  The rule, in two checks:
    and the minimum over parameters of the bulk ESS per second of those rows
    (pooled over chains) is compared with the same figure for the last
    ``trial_length`` exact NUTS iterations of the exploration (no adaptation
-   in them).  Switch when the surrogate's is at least ``SWITCH_FACTOR``
-   (1.1) times NUTS's, else fall back.  Costs already paid (exploration,
-   training, trial) are the same either way, so comparing the rates of the
-   two ways of drawing the remaining draws is the decision that maximises the
-   run's min ESS per second; the margin above 1 covers the noise of ESS
-   estimated from short runs.
+   in them).  The two rates predict the whole run's min ESS per second
+   either way: with ``P`` the seconds already paid (exploration, training,
+   trial: the same either way) and ``T_s``, ``T_n`` the seconds the kept
+   draws would take with the surrogate or with NUTS (n_draws times the
+   measured seconds per iteration), ``r_s T_s / (P + T_s)`` against
+   ``r_n T_n / (P + T_n)``.  Switch when the first is at least
+   ``SWITCH_FACTOR`` (1.1) times the second, else fall back.  With little
+   paid this is the ratio of the rates; when the paid part dominates (a
+   cheap posterior, where exploration is most of the run) it becomes the
+   ratio of ESS per iteration, and a surrogate chain several times cheaper
+   per iteration but mixing worse per iteration loses (measured on
+   posteriordb's garch11: trial rates 6-51x NUTS's, whole runs 0.21-0.75x
+   NUTS's before this).  A switch verdict is final only after the trial has
+   run as long as the exact window it is compared with (or
+   ``MAX_TRIAL_ROUNDS`` rounds): a slowly mixing chain's ESS is overstated
+   by a short window (garch11: min ESS 77 in the 200-iteration trial, 77 in
+   the 500 kept draws).  The margin above 1 covers the remaining noise.
 
 A fallback sets ``result.info["fallback"] = {"reason": ..., "measured": {...}}``
 and the kept draws come from the exploration's NUTS chain, continued from
@@ -59,7 +70,7 @@ TRAIN_FACTOR = 10.0
 SWITCH_FACTOR = 1.1
 ESS_FLOOR = 20.0          # trial min ESS below which no rate is estimated
 ACCEPT_FRACTION = 0.5     # trial acceptance / exploration acceptance, at least
-MAX_TRIAL_ROUNDS = 4      # a trial short of ESS_FLOOR runs up to this many rounds
+MAX_TRIAL_ROUNDS = 8      # rounds of trial_length iterations a trial may run (extend_trial)
 # What ``no_regret=None`` (the samplers' default) means.  Checkpointed runs
 # (``checkpoint=`` / ``resume=``) turn a defaulted rule off: its decision is
 # made on wall-clock time, which a resumed run cannot replay.
@@ -168,14 +179,42 @@ def training_seconds(s, n_points):
     return TRAIN_FACTOR * t_chol * (1.0 + n_points / s)
 
 
+def gradient_training_seconds(Q, n_hidden, blocks, activation, max_iter, holdout=0.1):
+    """Predicted seconds of ``fit_gradient_network`` (NNgHMC's built-in
+    trainer) on the points Q (n, dim): one loss-and-gradient pass over the
+    training points, timed with a network of the trained size, times
+    ``max_iter`` iterations (L-BFGS iterations or Adam epochs, each about one
+    pass) and 1.2 for line-search evaluations and the held-out loss.  An upper
+    figure: early stopping often ends sooner.  The Cholesky proxy of
+    :func:`training_seconds` (calibrated on the random network's ridge
+    fits) predicted 1.08 s for a training that took 2.6 s (posteriordb
+    garch11, 2378 points: L-BFGS on 4-d inputs costs per point what a
+    Cholesky does not see)."""
+    from ..surrogates._mlp import GradientNetwork, split_blocks
+    from ..core._blas_threads import blas_threads
+    Q = np.ascontiguousarray(Q, dtype=np.float64)
+    n, dim = Q.shape
+    m = max(int(round((1.0 - holdout) * n)), 2)
+    X = Q[:m]
+    net = GradientNetwork.random(dim, int(n_hidden), split_blocks(dim, int(blocks)), activation,
+                                 seed=0)
+    theta = net.get_params()
+    with blas_threads(1):
+        t_eval = seconds_per_call(
+            lambda x: net.loss_and_grad(theta, x, x, 0.0, standardized=True), X,
+            budget=0.05, max_calls=20)
+    return 1.2 * int(max_iter) * t_eval
+
+
 def cost_check(potential, surrogate, q, nuts_steps, surrogate_steps, n_draws=None,
-               n_points=0, s=1000, trial_length=0):
+               n_points=0, s=1000, trial_length=0, train_seconds=None):
     """The cost check (rule 1): None to go on, or the fallback record.
 
     potential : the exact target; surrogate : a network of the trained size
     (weights need not be trained); q : (dim,) a state of the exploration;
     nuts_steps : mean leapfrog steps per exploration (NUTS) iteration;
-    surrogate_steps : mean surrogate steps per surrogate iteration.
+    surrogate_steps : mean surrogate steps per surrogate iteration;
+    train_seconds : a predicted training time (default: :func:`training_seconds`).
     """
     q = np.ascontiguousarray(q, dtype=np.float64)
     c_grad = seconds_per_call(potential.value_and_grad, q)
@@ -190,7 +229,7 @@ def cost_check(potential, surrogate, q, nuts_steps, surrogate_steps, n_draws=Non
     if nuts_iter >= COST_FACTOR * sur_iter:
         if n_draws is None:
             return None, measured
-        train = training_seconds(s, n_points)
+        train = training_seconds(s, n_points) if train_seconds is None else float(train_seconds)
         saving = n_draws * (nuts_iter - sur_iter)
         overhead = train + trial_length * sur_iter
         measured.update(predicted_training_seconds=train, largest_saving_seconds=saving)
@@ -215,7 +254,7 @@ def min_ess_rate(draws, seconds):
 
 
 def trial_verdict(exact_draws, exact_seconds, trial_draws, trial_seconds, accept=None,
-                  explore_accept=None, ess_floor=ESS_FLOOR):
+                  explore_accept=None, ess_floor=ESS_FLOOR, paid_seconds=None, n_draws=None):
     """The trial check (rule 2): (switch, measured).
 
     Besides the rate (surrogate min ESS/s at least SWITCH_FACTOR times the
@@ -229,7 +268,12 @@ def trial_verdict(exact_draws, exact_seconds, trial_draws, trial_seconds, accept
     the guard would retrain at once).  ``measured["reason"]`` names the
     check that failed.  NNgHMC's trials are short (50 iterations per chain)
     and its own check already asks for 0.9x the exploration's acceptance,
-    so it passes ``ess_floor`` = min(ESS_FLOOR, 0.2 x trial rows)."""
+    so it passes ``ess_floor`` = min(ESS_FLOOR, 0.2 x trial rows).
+
+    With ``paid_seconds`` (wall seconds of the run so far) and ``n_draws``
+    (iterations left to draw), the verdict compares the predicted min ESS
+    per second of the whole run (module docstring) instead of the bare
+    rates; ``measured["whole_run_ratio"]`` records it."""
     exact = min_ess_rate(exact_draws, exact_seconds)
     sur = min_ess_rate(trial_draws, trial_seconds)
     trial_ess = sur * trial_seconds if np.isfinite(sur) else float("nan")
@@ -252,21 +296,58 @@ def trial_verdict(exact_draws, exact_seconds, trial_draws, trial_seconds, accept
                               f"{measured['trial_iterations']} surrogate iterations, below "
                               f"{ess_floor:g}: too few to estimate a rate")
         return False, measured
-    switch = bool(np.isfinite(sur) and np.isfinite(exact) and sur >= SWITCH_FACTOR * exact)
+    ratio = measured["ratio"]
+    whole = whole_run_ratio(exact, exact_seconds, np.shape(exact_draws)[1], sur, trial_seconds,
+                            measured["trial_iterations"], paid_seconds, n_draws)
+    if whole is not None:
+        measured.update(whole_run_ratio=whole, paid_seconds=float(paid_seconds),
+                        n_draws=int(n_draws))
+        ratio = whole
+    switch = bool(np.isfinite(ratio) and ratio >= SWITCH_FACTOR)
     if not switch:
-        measured["reason"] = ("trial: the surrogate's min ESS per second over the trial was "
-                              f"below {SWITCH_FACTOR:g}x exact NUTS's over the last exploration "
-                              "iterations")
+        what = ("the predicted min ESS per second of the whole run (seconds paid so far "
+                "included) with the surrogate" if whole is not None else
+                "the surrogate's min ESS per second over the trial")
+        measured["reason"] = (f"trial: {what} was {ratio:.3g}x exact NUTS's, below "
+                              f"{SWITCH_FACTOR:g}x")
     return switch, measured
 
 
-def extend_trial(measured, rounds):
-    """True when a trial that failed only on ESS_FLOOR should run another
-    round: its acceptance passed, fewer than MAX_TRIAL_ROUNDS rounds ran and
-    it has used less time than the exact span it is compared with."""
-    return (rounds < MAX_TRIAL_ROUNDS and "reason" in measured
-            and "effective samples" in measured["reason"]
-            and measured["trial_seconds"] < measured["exact_seconds"])
+def whole_run_ratio(exact_rate, exact_seconds, exact_rows, trial_rate, trial_seconds, trial_rows,
+                    paid_seconds, n_draws):
+    """Predicted whole-run min ESS/s with the surrogate over that with NUTS:
+    ``(r_s T_s / (P + T_s)) / (r_n T_n / (P + T_n))`` with T = n_draws x
+    seconds per iteration of each window; None without the figures."""
+    if paid_seconds is None or not n_draws or not (exact_rows > 0 and trial_rows > 0):
+        return None
+    if not (np.isfinite(exact_rate) and np.isfinite(trial_rate) and exact_rate > 0):
+        return None
+    paid = max(float(paid_seconds), 0.0)
+    t_s = n_draws * trial_seconds / trial_rows
+    t_n = n_draws * exact_seconds / exact_rows
+    if not (t_s > 0 and t_n > 0):
+        return None
+    return float((trial_rate * t_s / (paid + t_s)) / (exact_rate * t_n / (paid + t_n)))
+
+
+def paid_seconds(run):
+    """Wall seconds since the run started (None when the run does not know)."""
+    t0 = getattr(run, "t_start", None)
+    return None if t0 is None else time.perf_counter() - t0
+
+
+def extend_trial(measured, rounds, switch=False):
+    """True when the trial should run another round of trial_length
+    iterations: fewer than MAX_TRIAL_ROUNDS rounds ran, it has used less time
+    than the exact window it is compared with, and either it failed only on
+    ESS_FLOOR (too few effective samples for a rate) or it would switch (a
+    switch is confirmed on a window as long in time as the exact one; a
+    fallback is final at once, being safe)."""
+    if rounds >= MAX_TRIAL_ROUNDS or not measured["trial_seconds"] < measured["exact_seconds"]:
+        return False
+    if switch:
+        return True
+    return "reason" in measured and "effective samples" in measured["reason"]
 
 
 def fallback_record(measured):

@@ -205,8 +205,9 @@ class ARNSHMC(RNSHMC):
             m = rounds * n
             switch, measured = _noregret.trial_verdict(
                 ctx.warm["draws"][None, a:b], t_exact, trial["draws"][None, :m], seconds,
-                float(trial["accept_prob"][:m].mean()), explore_acc)
-            if switch or not _noregret.extend_trial(measured, rounds):
+                float(trial["accept_prob"][:m].mean()), explore_acc,
+                paid_seconds=_noregret.paid_seconds(ctx.run), n_draws=ctx.run.n_draws)
+            if not _noregret.extend_trial(measured, rounds, switch):
                 break
         measured["rounds"] = rounds
         ctx.no_regret["trial"] = measured

@@ -395,9 +395,10 @@ class RNSHMC(HMC):
             trial = np.stack([c.trial["draws"][:m] for c in run.ctxs])
             t_trial = float(np.mean([c.trial_seconds for c in run.ctxs]))
             acc = float(np.mean([c.trial["accept_prob"][:m] for c in run.ctxs]))
-            switch, measured = _noregret.trial_verdict(exact, t_exact, trial, t_trial, acc,
-                                                       explore_acc)
-            if switch or not _noregret.extend_trial(measured, rounds):
+            switch, measured = _noregret.trial_verdict(
+                exact, t_exact, trial, t_trial, acc, explore_acc,
+                paid_seconds=_noregret.paid_seconds(run), n_draws=run.n_draws)
+            if not _noregret.extend_trial(measured, rounds, switch):
                 break
         measured["rounds"] = rounds
         run.info.setdefault("no_regret", {})["trial"] = measured
