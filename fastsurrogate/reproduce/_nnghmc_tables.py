@@ -61,7 +61,9 @@ PROBLEMS = {
     "gpreg": dict(step_size=0.05, n_steps=20, n_hidden=100, blocks=1, burn_in=100,
                   explore=30, record_every=1, n_draws=3000, random_steps=True, bar=10.0),
 }
-QUICK = {"logistic": 1000, "garch": 5000, "gpreg": 500}
+QUICK = {"logistic": 1000, "garch": 3000, "gpreg": 500}
+# --quick: (burn-in, exploration step) where the full schedule dominates the run
+QUICK_SCHEDULE = {"garch": (500, 2000)}
 
 
 def build(name, seed, threads):
@@ -93,6 +95,9 @@ def run(name, quick, threads, seed, steps):
     q0 = map_estimate(model)
     n_draws = QUICK[name] if quick else cfg["n_draws"]
     B, E = cfg["burn_in"], cfg["explore"]
+    if quick:
+        B, E = QUICK_SCHEDULE.get(name, (B, E))
+        cfg = dict(cfg, burn_in=B, explore=E)
     common = dict(n_draws=n_draws, chains=1, seed=seed, init=q0, step_size=cfg["step_size"],
                   n_steps=cfg["n_steps"], random_n_steps=random_steps, adapt=False, metric="unit",
                   progress=False)

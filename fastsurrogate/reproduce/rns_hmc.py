@@ -24,7 +24,7 @@ TABLES = [
     Table("rns-table1", PAPER + ", Table 1",
           "logistic regression: simulated (N = 100000, d = 50), Bank Marketing, a9a "
           "(60 projected features)", "._rns_table1",
-          quick=dict(problems=["sim", "bank"]),
+          quick=dict(problems=["sim"]),
           needs=("bank_marketing.npz", "a9a.libsvm.gz"),
           missing="The RMHMC / RNS-RMHMC rows on the logistic regressions are not run here: "
                   "one RMHMC iteration costs about 36x an exact-HMC iteration on the "

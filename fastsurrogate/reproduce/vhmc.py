@@ -27,7 +27,8 @@ TABLES = [
                           xlabel="likelihood evaluations", ylabel="RMSE"),)),
     Table("vhmc-fig4", PAPER + ", Figure 4", "logistic regression on a9a (50 projected "
           "features): REM / REC against wall time", "._vhmc_fig4",
-          quick=dict(budgets=[15.0, 30.0], vhmc_draws=100000), needs=("a9a.libsvm.gz",),
+          quick=dict(budgets=[8.0, 16.0], vhmc_draws=30000, train=600, n_hidden=300,
+                     truth_draws=4000), needs=("a9a.libsvm.gz",),
           plots=(PlotSpec("rem", "Figure 4: REM against wall time (a9a-50)", 0, (2, 5, 8),
                           labels=("VHMC", "HMC, Laplace metric", "HMC, identity metric"),
                           logy=True, xlabel="wall time (s)", ylabel="REM"),
@@ -48,7 +49,7 @@ TABLES = [
                   "true simulated W is shown beside it for information."),
     Table("sg-rem", PAPER + ", Figure 4 baselines (issue 16)", "SGLD and SGHMC against VHMC "
           "and exact HMC: REM against wall time, logistic regression N = 100000, d = 50",
-          "._sg_rem", quick=dict(budgets=[2.0, 5.0, 10.0], truth_draws=4000, vhmc_hidden=500,
+          "._sg_rem", quick=dict(budgets=[2.0, 5.0], truth_draws=4000, vhmc_hidden=500,
                                  vhmc_train=600, vhmc_draws=20000),
           missing="The paper's Figure 4 compares SGLD on a9a and Cover Type; this table is the "
                   "issue-16 comparison on the simulated regression (N = 100000)."),
