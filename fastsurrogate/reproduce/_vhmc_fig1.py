@@ -12,9 +12,21 @@ q0 + q1^2 = 1 (seed 2017), prior q0, q1 ~ N(0, 1).
 
 What is measured, for s in ``--hidden`` and ``--seeds`` random bases each:
 
-* VHMC: ``fs.VHMC(model, n_hidden=s, input_scale=--input-scale)`` (softplus
-  units on inputs whitened by the Laplace approximation at the mode of the
-  upper arm, relative ridge 1e-6, input_scale 0.5: the package's defaults),
+* The regulariser (``--regulariser``).  VHMC's V_t fades from a Gaussian
+  (the paper's: the Laplace approximation at the MAP) to the network, whose
+  inputs that Gaussian also whitens.  This banana has two symmetric modes
+  (q1 = +-0.66, a saddle 0.125 nats higher between them), so the Laplace
+  approximation at either covers one arm, and trained from it exp(-V) put
+  its mass where the posterior has none for most random bases at every s
+  (full run, 5 bases: median Hellinger 1 at s = 10, 20, 50, 200 and 0.24 at
+  s = 100).  The default is therefore the Gaussian with the posterior's own
+  mean and covariance (by quadrature on the grid), which covers both arms;
+  it is an oracle a real problem lacks, used here only to show how exp(-V)
+  approaches the posterior as s grows.  ``--regulariser laplace`` runs the
+  paper's choice.  The chain starts at the Gaussian's mean.
+* VHMC: ``fs.VHMC(model, n_hidden=s, laplace=<the regulariser>,
+  input_scale=--input-scale)`` (softplus units, relative ridge 1e-6,
+  input_scale 0.5: the package's defaults),
   trained online by score matching for ``--train`` iterations
   (mu_t = 1 - exp(-t / n_s), n_s = train / 10), then frozen:
   V = mu z + (1 - mu) Laplace; ``--draws`` draws on exp(-V) for the
@@ -31,7 +43,7 @@ What is measured, for s in ``--hidden`` and ``--seeds`` random bases each:
   banana, which puts exp(-V)'s mass at the box's edge (H near 1); these two
   columns separate that from the fit on the banana.  All by quadrature from
   the densities: no Monte Carlo error; the spread over seeds is the bases'.
-* The same numbers for the Laplace approximation (the regulariser alone).
+* The same numbers for the regulariser alone (row "regulariser").
 * Where matplotlib is installed, a PNG of contour panels: the posterior and
   exp(-V) for each s (first basis), with that run's draws.
 
@@ -59,6 +71,9 @@ def options(ap):
     ap.add_argument("--draws", type=int, default=1000, help="VHMC draws after training")
     ap.add_argument("--n-grid", type=int, default=301)
     ap.add_argument("--input-scale", type=float, default=0.5)
+    ap.add_argument("--regulariser", choices=["moments", "laplace"], default="moments",
+                    help="VHMC's Gaussian regulariser: the posterior's mean and covariance "
+                         "(default) or the Laplace approximation at one mode (the paper's)")
     ap.add_argument("--seed", type=int, default=2018)
 
 
@@ -157,12 +172,24 @@ def reproduce(args):
     _check(args)
     t_start = time.perf_counter()
     model = fs.models.Banana()
-    # the banana is symmetric in q1 with two modes (q1 = +-0.66); from zeros the
-    # optimiser stops at the saddle q1 = 0: start it in the upper arm
-    lap = fs.surrogates.laplace_approximation(model, init=np.array([0.5, 0.5]))
     bounds, outside = posterior_box(model)
     Q, cell, _ = grid(bounds, args.n_grid)
     le = log_density(model, Q, cell)
+    if args.regulariser == "laplace":
+        # the banana is symmetric in q1 with two modes (q1 = +-0.66); from zeros
+        # the optimiser stops at the saddle q1 = 0: start it in the upper arm
+        lap = fs.surrogates.laplace_approximation(model, init=np.array([0.5, 0.5]))
+        reg_name = (f"the Laplace approximation at the mode ({lap.mean[0]:.3f}, "
+                    f"{lap.mean[1]:.3f}) (the paper's regulariser)")
+    else:
+        from fastsurrogate.surrogates.laplace import LaplaceApproximation
+        p = np.exp(le) * cell
+        mean = p @ Q
+        cov = (Q - mean).T @ ((Q - mean) * p[:, None])
+        lap = LaplaceApproximation(mean, np.linalg.inv(0.5 * (cov + cov.T)))
+        reg_name = (f"the Gaussian with the posterior's mean ({mean[0]:.3f}, {mean[1]:.3f}) and "
+                    f"covariance (by quadrature on the grid), not the paper's Laplace "
+                    f"approximation: see --regulariser")
     core = le > le.max() + np.log(CORE)
     lc = le[core] - np.log(np.sum(np.exp(le[core])) * cell)
 
@@ -179,7 +206,7 @@ def reproduce(args):
         return f"{x:.3g}"
 
     m_l = measure(lap.potential)
-    rows = [["Laplace", fmt(m_l["h"]), "-", fmt(m_l["h_core"]), fmt(m_l["spurious"]),
+    rows = [["regulariser", fmt(m_l["h"]), "-", fmt(m_l["h_core"]), fmt(m_l["spurious"]),
              fmt(m_l["kl"]), fmt(m_l["sm"]), "-", "-"]]
     panels = []
     med = {}
@@ -187,7 +214,8 @@ def reproduce(args):
         ms, accs, secs = [], [], []
         for k in range(args.seeds):
             res = fs.VHMC(model, n_hidden=s, laplace=lap, input_scale=args.input_scale).sample(
-                args.draws, args.train, chains=1, seed=args.seed + k, progress=False)
+                args.draws, args.train, chains=1, seed=args.seed + k, init=lap.mean,
+                progress=False)
             ms.append(measure(res.surrogate))
             accs.append(float(np.mean(res.acceptance_rate)))
             secs.append(float(res.timings.get("train", 0.0)))
@@ -203,11 +231,11 @@ def reproduce(args):
             "exp(-V) mass outside the core: median", "KL(exp(-V) \\|\\| posterior), nats: "
             "median", "score-matching distance: median", "acceptance", "training s"]
     s_lo, s_hi = min(args.hidden), max(args.hidden)
-    falls = med[s_hi]["h"] < med[s_lo]["h"]
+    falls = med[s_hi]["h"] < 0.9 * med[s_lo]["h"]
     lines = [machine_line(),
              f"banana (the RNS-HMC paper's, fs.models.Banana(): 100 observations, sigma_y = 2, "
-             f"prior N(0, I)); Laplace approximation at the mode "
-             f"({lap.mean[0]:.3f}, {lap.mean[1]:.3f}); VHMC with {args.train} training "
+             f"prior N(0, I)); VHMC's regulariser (and input whitening, and the chain's "
+             f"start): {reg_name}; VHMC with {args.train} training "
              f"iterations (n_s = {max(1, args.train // 10)}), input_scale {args.input_scale}, "
              f"{args.draws} draws after training, {args.seeds} random bases per s; grid "
              f"{args.n_grid} x {args.n_grid} over the box q0 in [{bounds[0][0]:.2f}, "
@@ -225,7 +253,8 @@ def reproduce(args):
              markdown_table(head, rows), "",
              f"Hellinger distance, median over bases: s = {s_lo}: {med[s_lo]['h']:.3g}, "
              f"s = {s_hi}: {med[s_hi]['h']:.3g}: "
-             f"{'falls' if falls else 'does NOT fall'} from the smallest to the largest s."]
+             f"{'falls' if falls else 'does NOT fall'} (by 10 % or more) from the smallest to the "
+             f"largest s."]
     out = getattr(args, "out_dir", None)
     if out:
         os.makedirs(out, exist_ok=True)
