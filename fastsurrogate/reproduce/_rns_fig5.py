@@ -23,9 +23,10 @@ test, so every cell's chain targets the posterior and only the acceptance
 varies.  Cells: mean acceptance probability; the "exact HMC" column is exact
 HMC's acceptance with the same step and L (it does not depend on N).
 
-Duration: the full run (6 N x 7 s cells, 1000 iterations each) takes about
-2-3 minutes on one core of an AMD EPYC (2 data-sum threads); ``--quick``
-(3 N x 3 s cells, 300 iterations, 1500 exploration iterations) about 15 s.
+Duration: the full run (6 N x 7 s cells, 1000 iterations each) took 93 s on
+the shared 2-vCPU AMD EPYC at load 4-10 (2 data-sum threads); ``--quick``
+(3 N x 3 s cells, 300 iterations, 1500 exploration iterations) 10 s at load
+~4.
 """
 import time
 
