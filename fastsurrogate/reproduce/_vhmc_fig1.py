@@ -48,9 +48,10 @@ What is measured, for s in ``--hidden`` and ``--seeds`` random bases each:
   exp(-V) for each s (first basis), with that run's draws.
 
 Duration: the full run (s = 10, 20, 50, 100, 200, 5 bases each, 3000
-training iterations, 301 x 301 grid) takes about 40 s on one core of an AMD
-EPYC; ``--quick`` (s = 10, 50, 200, 3 bases, 2000 iterations, 151 x 151
-grid) about 13 s (measured 17 s wall at load ~4).
+training iterations, 301 x 301 grid) took 245 s on the shared 2-vCPU AMD
+EPYC at load 7-8 (another full table running beside it); ``--quick`` (s =
+10, 50, 200, 3 bases, 2000 iterations, 151 x 151 grid) 35 s at load ~10
+(9 s of user CPU).
 """
 import os
 import time
@@ -139,6 +140,7 @@ def contour_png(path, model, panels, bounds, n_grid=151):
         return None
     from fastsurrogate.diagnostics.approximation import grid
     Q, cell, shape = grid(bounds, n_grid)
+    lo, hi = np.array(bounds).T
     X, Y = Q[:, 0].reshape(shape), Q[:, 1].reshape(shape)
     pe = np.exp(log_density(model, Q, cell)).reshape(shape)
     levels = pe.max() * np.array([0.01, 0.05, 0.2, 0.4, 0.6, 0.8, 0.95])
@@ -151,9 +153,14 @@ def contour_png(path, model, panels, bounds, n_grid=151):
         ax.contour(X, Y, pe, levels=levels, colors="0.75", linewidths=0.6)
         ax.contour(X, Y, pa, levels=pa.max() * levels / pe.max(), colors="C3", linewidths=0.8)
         if pts is not None and len(pts):
-            ax.plot(pts[:, 0], pts[:, 1], ".", ms=1, color="C0", alpha=0.3)
+            inside = np.all((pts >= lo) & (pts <= hi), axis=1)
+            ax.plot(pts[inside, 0], pts[inside, 1], ".", ms=1, color="C0", alpha=0.3)
+            if not inside.all():        # a chain that ran off (few units): say so
+                title += f" ({np.mean(~inside):.0%} of draws off the box)"
         ax.set_title(title, fontsize=9)
     for ax in axes:
+        ax.set_xlim(lo[0], hi[0])
+        ax.set_ylim(lo[1], hi[1])
         ax.set_xlabel("q0", fontsize=8)
     axes[0].set_ylabel("q1", fontsize=8)
     fig.suptitle("VHMC paper, Figure 1: exp(-V) (red) against the banana posterior (grey)",
