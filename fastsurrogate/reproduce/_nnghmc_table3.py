@@ -56,8 +56,8 @@ Columns
   posterior mean of beta on the held-out 20 %.  The paper's own figures for
   Cover Type are not quoted in this project's texts.
 
-Duration: the full run (4000 draws each) takes about 10 minutes on the
-shared 2-vCPU AMD EPYC at load ~8 (see the README for the measured run);
+Duration: the full run (4000 draws each) took 512 s on the shared 2-vCPU
+AMD EPYC at load 3-7 (most of it exact HMC's 4500 iterations of 45 steps);
 ``--quick`` (L = 20, 300 draws, 150 burn-in, 100 exploration iterations, one
 training on at most 1000 points with 50 hidden units: a smoke run whose
 min-ESS figures are noise) 25 s at load ~4.
