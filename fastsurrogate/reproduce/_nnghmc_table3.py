@@ -58,9 +58,10 @@ Columns
 
 Duration: the full run (4000 draws each) took 512 s on the shared 2-vCPU
 AMD EPYC at load 3-7 (most of it exact HMC's 4500 iterations of 45 steps);
-``--quick`` (L = 20, 300 draws, 150 burn-in, 100 exploration iterations, one
+``--quick`` (L = 20, 200 draws, 120 burn-in, 100 exploration iterations, one
 training on at most 1000 points with 50 hidden units: a smoke run whose
-min-ESS figures are noise) 25 s at load ~4.
+min-ESS figures are noise) 31 s at load ~2.7 with 300 draws and 150 burn-in;
+about 25 s with these.
 """
 import time
 

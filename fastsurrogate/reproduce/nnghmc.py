@@ -24,7 +24,7 @@ TABLES = [
           "Laplace prior (Bank Marketing in place of Cover Type): NNgHMC against SGHMC with "
           "and without the Metropolis correction and exact HMC", "._nnghmc_table3",
           needs=("bank_marketing.npz",),
-          quick=dict(n_draws=300, burn_in=150, explore=100, trainings=1, n_hidden=50,
+          quick=dict(n_draws=200, burn_in=120, explore=100, trainings=1, n_hidden=50,
                      max_train=1000, n_steps=20),
           missing="The paper's data set, Cover Type (581012 rows, 54 features), is not in the "
                   "data folder: Bank Marketing (40197 rows, 24 standardised features), the "
