@@ -60,8 +60,8 @@ Duration: the full run (4000 draws each) took 512 s on the shared 2-vCPU
 AMD EPYC at load 3-7 (most of it exact HMC's 4500 iterations of 45 steps);
 ``--quick`` (L = 20, 200 draws, 120 burn-in, 100 exploration iterations, one
 training on at most 1000 points with 50 hidden units: a smoke run whose
-min-ESS figures are noise) 31 s at load ~2.7 with 300 draws and 150 burn-in;
-about 25 s with these.
+min-ESS figures are noise) 11 s at load ~4 (31 s at load ~2.7 with the
+earlier 300 draws and 150 burn-in).
 """
 import time
 
