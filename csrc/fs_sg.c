@@ -24,6 +24,14 @@ int fs_sg_check(const fs_sg_config *cfg, const fs_glm *m)
     if (cfg->noise_estimate != FS_SG_NOISE_ZERO && cfg->noise_estimate != FS_SG_NOISE_FISHER)
         return FS_EINVAL;
     if (cfg->n_steps < 1) return FS_EINVAL;
+    if (cfg->l1_scale != NULL) {
+        size_t j;
+        if (!fs_isfinite(cfg->l1_log_norm)) return FS_EINVAL;
+        for (j = 0; j < m->d; j++) {
+            if (!(cfg->l1_scale[j] > 0.0) || !fs_isfinite(cfg->l1_scale[j])) return FS_EINVAL;
+            if (cfg->l1_loc != NULL && !fs_isfinite(cfg->l1_loc[j])) return FS_EINVAL;
+        }
+    }
     return FS_OK;
 }
 
@@ -56,13 +64,43 @@ static int fs__all_finite(const double *x, size_t d)
     return 1;
 }
 
+/* the optional Laplace prior's gradient sign(q - loc) / scale at q (0 when
+ * cfg->l1_scale is NULL) */
+static double fs__l1_grad(const fs_sg_config *cfg, const double *q, size_t j)
+{
+    double x;
+    if (cfg->l1_scale == NULL) return 0.0;
+    x = cfg->l1_loc ? q[j] - cfg->l1_loc[j] : q[j];
+    return (x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : 0.0)) / cfg->l1_scale[j];
+}
+
+/* add the optional Laplace prior to a value (if u != NULL) and a gradient
+ * (if g != NULL) at q */
+static void fs__l1_add(const fs_sg_config *cfg, size_t d, const double *q, double *u,
+                       double *g)
+{
+    size_t j;
+    if (cfg->l1_scale == NULL) return;
+    if (u != NULL) {
+        double s = cfg->l1_log_norm;
+        for (j = 0; j < d; j++)
+            s += fabs(cfg->l1_loc ? q[j] - cfg->l1_loc[j] : q[j]) / cfg->l1_scale[j];
+        *u += s;
+    }
+    if (g != NULL)
+        for (j = 0; j < d; j++) g[j] += fs__l1_grad(cfg, q, j);
+}
+
 /* minibatch gradient at q (and the diagonal of the batch Fisher) */
 static int fs__batch_grad(const fs_sg_config *cfg, const fs_glm *m, fs_rng *rng,
                           size_t *perm, const double *q, double *g, double *gsq)
 {
     const size_t k = cfg->batch_size;
+    int status;
     fs__draw_batch(perm, m->n, k, rng);
-    return fs_glm_eval_rows(m, perm, k, (double)m->n / (double)k, q, NULL, g, gsq);
+    status = fs_glm_eval_rows(m, perm, k, (double)m->n / (double)k, q, NULL, g, gsq);
+    fs__l1_add(cfg, m->d, q, NULL, g);
+    return status;
 }
 
 int fs_sg_run(const fs_sg_config *cfg, const fs_glm *m, fs_rng *rng,
@@ -119,7 +157,7 @@ int fs_sg_run(const fs_sg_config *cfg, const fs_glm *m, fs_rng *rng,
                          * g minus the prior, unscaled) */
                         const double lik = g[j] - (m->prior_prec
                             ? (m->prior_mean ? q1[j] - m->prior_mean[j] : q1[j]) * m->prior_prec[j]
-                            : 0.0);
+                            : 0.0) - fs__l1_grad(cfg, q1, j);
                         const double mean_i = lik / (double)n;
                         const double var_i = k > 1
                             ? (gsq[j] - (double)k * mean_i * mean_i) / (double)(k - 1) : 0.0;
@@ -142,6 +180,7 @@ int fs_sg_run(const fs_sg_config *cfg, const fs_glm *m, fs_rng *rng,
             if (!fs_isfinite(st->u)) {
                 status = fs_glm_eval(m, q, &st->u, NULL, ev);
                 if (status != FS_OK) return status;
+                fs__l1_add(cfg, d, q, &st->u, NULL);
                 if (!fs_isfinite(st->u)) return FS_ENONFINITE;
             }
             memcpy(q1, q, d * sizeof(double));
@@ -156,6 +195,7 @@ int fs_sg_run(const fs_sg_config *cfg, const fs_glm *m, fs_rng *rng,
                 status = fs_glm_eval_rows(m, st->perm, k, (double)n / (double)k, q1,
                                           NULL, g, NULL);
                 if (status != FS_OK) return status;
+                fs__l1_add(cfg, d, q1, NULL, g);
                 for (j = 0; j < d; j++) {
                     r[j] -= 0.5 * eps * g[j];
                     q1[j] += eps * r[j];
@@ -163,6 +203,7 @@ int fs_sg_run(const fs_sg_config *cfg, const fs_glm *m, fs_rng *rng,
                 status = fs_glm_eval_rows(m, st->perm, k, (double)n / (double)k, q1,
                                           NULL, g, NULL);
                 if (status != FS_OK) return status;
+                fs__l1_add(cfg, d, q1, NULL, g);
                 for (j = 0; j < d; j++) r[j] -= 0.5 * eps * g[j];
                 st->t += 1;
                 if (!fs__all_finite(q1, d) || !fs__all_finite(r, d)) divergent = 1;
@@ -170,6 +211,7 @@ int fs_sg_run(const fs_sg_config *cfg, const fs_glm *m, fs_rng *rng,
             if (!divergent) {
                 status = fs_glm_eval(m, q1, &u1, NULL, ev);
                 if (status != FS_OK) return status;
+                fs__l1_add(cfg, d, q1, &u1, NULL);
                 evaluated = 1;
                 kin = 0.0;
                 for (j = 0; j < d; j++) kin += r[j] * r[j];

@@ -38,6 +38,14 @@ typedef struct fs_sg_config {
     int n_steps;          /* SGHMC: steps per iteration (stored draw), >= 1     */
     int mh;               /* SGHMC: leapfrog steps (no friction, no noise) and
                              a Metropolis-Hastings test with the full U        */
+    /* optional independent Laplace prior added to the GLM's U (NNgHMC paper,
+     * Table 3): sum_j |q_j - l1_loc_j| / l1_scale_j + l1_log_norm, gradient
+     * sign(q_j - l1_loc_j) / l1_scale_j (sign(0) = 0, a subgradient), added in
+     * full to every minibatch gradient and to the full U of the test.
+     * l1_scale NULL: no such term (the default); l1_loc NULL: 0.              */
+    const double *l1_scale;
+    const double *l1_loc;
+    double l1_log_norm;
 } fs_sg_config;
 
 /* Per-iteration outputs (rows of n_iter; any pointer except draws may be

@@ -38,6 +38,9 @@ cdef extern from "fs_sg.h" nogil:
         int noise_estimate
         int n_steps
         int mh
+        const double *l1_scale
+        const double *l1_loc
+        double l1_log_norm
     ctypedef struct fs_sg_trace:
         double *draws
         double *potential
@@ -171,6 +174,11 @@ cdef class SGChain:
     mh : bool
         SGHMC: leapfrog steps with a fresh batch each and a
         Metropolis-Hastings test with the full U (exact chain).
+    l1_scale, l1_loc : array_like (dim,), optional
+        An independent Laplace prior sum_j |q_j - loc_j| / scale_j (+ its
+        log normaliser) added to the model's U and to every gradient (the
+        model should then have a flat prior): the target of
+        :class:`fastsurrogate.models.LaplaceLogisticRegression`.
 
     ``run(trace, start, n_iter, stop)`` fills rows of a trace from
     :func:`~fastsurrogate.core.new_trace` (plus ``noise_clipped``, int32,
@@ -182,11 +190,12 @@ cdef class SGChain:
     cdef fs_rng rng
     cdef object generator
     cdef object lock
-    cdef cnp.ndarray _q, _perm, _work
+    cdef cnp.ndarray _q, _perm, _work, _l1_scale, _l1_loc
 
     def __init__(self, model, q0, generator, algorithm="sgld", batch_size=100,
                  double a=1e-3, double b=1.0, double delta=0.0, double friction=1.0,
-                 noise_estimate="zero", int n_steps=1, bint mh=False):
+                 noise_estimate="zero", int n_steps=1, bint mh=False, l1_scale=None,
+                 l1_loc=None):
         self.model = _check_model(model)
         self.model._require_ready()
         cdef Py_ssize_t d = self.model.pot.dim
@@ -207,6 +216,19 @@ cdef class SGChain:
         self.cfg.noise_estimate = NOISE_ESTIMATES[noise_estimate]
         self.cfg.n_steps = n_steps
         self.cfg.mh = mh
+        self.cfg.l1_scale = NULL
+        self.cfg.l1_loc = NULL
+        self.cfg.l1_log_norm = 0.0
+        if l1_scale is not None:
+            sc = np.array(np.broadcast_to(np.asarray(l1_scale, dtype=np.float64), (d,)))
+            lo = np.array(np.broadcast_to(np.asarray(0.0 if l1_loc is None else l1_loc,
+                                                     dtype=np.float64), (d,)))
+            if not (np.all(np.isfinite(sc)) and np.all(sc > 0) and np.all(np.isfinite(lo))):
+                raise ValueError("l1_scale must be positive and finite and l1_loc finite")
+            self._l1_scale, self._l1_loc = sc, lo
+            self.cfg.l1_scale = <const double *>cnp.PyArray_DATA(self._l1_scale)
+            self.cfg.l1_loc = <const double *>cnp.PyArray_DATA(self._l1_loc)
+            self.cfg.l1_log_norm = float(np.sum(np.log(2.0 * sc)))
         if int(batch_size) < 1 or fs_sg_check(&self.cfg, &self.model.model) != FS_OK:
             raise ValueError("invalid stochastic-gradient configuration (batch_size in "
                              "1..n, a > 0, b > 0, delta >= 0, friction >= 0, n_steps >= 1)")

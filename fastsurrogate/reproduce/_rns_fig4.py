@@ -37,6 +37,32 @@ def options(ap):
     ap.add_argument("--seed", type=int, default=2017)
 
 
+def explore(d, n_obs, n_explore, n_draws, seed, threads):
+    """The shared set-up of Figures 4 and 5 (RNS-HMC paper): the simulated
+    logistic regression (N = ``n_obs``, d), exact HMC's step adapted to 0.8
+    in a pilot, ``n_explore`` exploration iterations at that step and
+    ``n_draws`` exact-HMC iterations from the last state (the reference
+    acceptance).  Returns (model, hmc_kw, Q, U, q0, hmc): Q (m, d) and U (m,)
+    the exploration states after the first 20 % and their exact U, q0 the
+    last state, hmc the reference run."""
+    import fastsurrogate as fs
+    X, y, _ = fs.datasets.simulate_logistic(n_obs, d, seed=seed)
+    model = fs.models.LogisticRegression(X, y, prior_sd=10.0, n_threads=threads)
+    log(f"  d = {d}: step-size pilot and {n_explore} exploration iterations ...")
+    pilot = fs.HMC(model, n_steps=6, metric="unit", adapt=True, target_accept=0.8).sample(
+        200, 500, chains=1, seed=seed, progress=False)
+    eps = float(pilot.step_size[0])
+    hmc_kw = dict(step_size=eps, n_steps=6, metric="unit", adapt=False)
+    ex = fs.HMC(model, **hmc_kw).sample(n_explore, 0, chains=1, seed=seed + 1,
+                                        init=pilot.draws[0, -1], progress=False)
+    k0 = n_explore // 5
+    Q, U = ex.draws[0, k0:], ex.stats["potential"][0, k0:]
+    q0 = ex.draws[0, -1]
+    hmc = fs.HMC(model, **hmc_kw).sample(n_draws, 0, chains=1, seed=seed + 2,
+                                         init=q0, progress=False)
+    return model, hmc_kw, Q, U, q0, hmc
+
+
 def reproduce(args):
     """Run the sweep; return the Markdown report."""
     import fastsurrogate as fs
@@ -44,20 +70,9 @@ def reproduce(args):
     rows = []
     notes = []
     for d in args.dims:
-        X, y, _ = fs.datasets.simulate_logistic(args.n_obs, d, seed=args.seed)
-        model = fs.models.LogisticRegression(X, y, prior_sd=10.0, n_threads=args.threads)
-        log(f"  d = {d}: step-size pilot and {args.explore} exploration iterations ...")
-        pilot = fs.HMC(model, n_steps=6, metric="unit", adapt=True, target_accept=0.8).sample(
-            200, 500, chains=1, seed=args.seed, progress=False)
-        eps = float(pilot.step_size[0])
-        hmc_kw = dict(step_size=eps, n_steps=6, metric="unit", adapt=False)
-        ex = fs.HMC(model, **hmc_kw).sample(args.explore, 0, chains=1, seed=args.seed + 1,
-                                            init=pilot.draws[0, -1], progress=False)
-        k0 = args.explore // 5
-        Q, U = ex.draws[0, k0:], ex.stats["potential"][0, k0:]
-        q0 = ex.draws[0, -1]
-        hmc = fs.HMC(model, **hmc_kw).sample(args.draws, 0, chains=1, seed=args.seed + 2,
-                                             init=q0, progress=False)
+        model, hmc_kw, Q, U, q0, hmc = explore(d, args.n_obs, args.explore, args.draws,
+                                               args.seed, args.threads)
+        eps = hmc_kw["step_size"]
         cells = [str(d), f"{eps:.4f}", f"{float(np.mean(hmc.acceptance_rate)):.3f}"]
         for m in args.multiples:
             s = max(1, int(round(m * d)))

@@ -44,6 +44,12 @@ TABLES = [
           quick=dict(dims=[10, 30], multiples=[2, 10, 40], explore=1000, draws=400),
           plots=(PlotSpec("acceptance", "Figure 4: acceptance against d, per s / d", "d",
                           tuple(range(2, 12)), ylabel="acceptance"),)),
+    Table("rns-fig5", PAPER + ", Figure 5", "acceptance of RNS-HMC against s and the "
+          "training size N (simulated logistic regression, our sizes)", "._rns_fig5",
+          quick=dict(train_sizes=[100, 400, 1200], hidden=[20, 100, 500], explore=1500,
+                     draws=300),
+          plots=(PlotSpec("acceptance", "Figure 5: acceptance against training size N, per s",
+                          "N", tuple(range(1, 12)), logx=True, ylabel="acceptance"),)),
     Table("rns-fig8", PAPER + ", Figure 8", "ARNS-HMC against exact HMC on the simulated "
           "logistic regression: acceptance over iterations, REM at fixed wall time",
           "._rns_fig8", quick=dict(max_points=3000, update_every=25),

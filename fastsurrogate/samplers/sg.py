@@ -52,9 +52,11 @@ class SGLD(Sampler):
 
     Parameters
     ----------
-    potential : GeneralizedLinearModel
+    potential : GeneralizedLinearModel or LaplaceLogisticRegression
         A data-sum model (LogisticRegression, ProbitRegression,
-        PoissonRegression, LinearRegression).
+        PoissonRegression, LinearRegression); or a LaplaceLogisticRegression,
+        whose Laplace prior's (sub)gradient is added in full to every
+        minibatch gradient (the NNgHMC paper's Table 3).
     step_size : float
         a, the schedule's scale (eps_0 = a b^(-delta)); required: these
         samplers have no adaptation.  eps_t is a variance: the noise of a
@@ -86,18 +88,25 @@ class SGLD(Sampler):
     def __init__(self, potential, *, step_size, step_offset=1.0, step_decay=0.55,
                  batch_size=100):
         super().__init__(potential)
-        if not isinstance(potential, GeneralizedLinearModel):
+        from ..models._papers import LaplaceLogisticRegression
+        # the GLM whose rows are drawn, and an optional Laplace prior added in C
+        self._glm, self._l1 = potential, None
+        if isinstance(potential, LaplaceLogisticRegression):
+            self._glm = potential.likelihood
+            self._l1 = dict(l1_scale=potential.scale, l1_loc=potential.loc)
+        elif not isinstance(potential, GeneralizedLinearModel):
             raise TypeError(
                 f"{type(self).__name__} needs a data-sum GLM (fs.models.LogisticRegression, "
-                f"ProbitRegression, PoissonRegression, LinearRegression) to draw "
-                f"minibatches from; got {type(potential).__name__}")
+                f"ProbitRegression, PoissonRegression, LinearRegression, or "
+                f"LaplaceLogisticRegression) to draw minibatches from; got "
+                f"{type(potential).__name__}")
         self.step_size = check_positive("step_size", step_size)
         self.step_offset = check_positive("step_offset", step_offset)
         self.step_decay = _check_nonneg("step_decay", step_decay)
         self.batch_size = check_int("batch_size", batch_size, 1)
-        if self.batch_size > potential.n_obs:
+        if self.batch_size > self._glm.n_obs:
             raise ValueError(f"batch_size must be <= the number of observations "
-                             f"({potential.n_obs}), got {batch_size}")
+                             f"({self._glm.n_obs}), got {batch_size}")
 
     def _chain_options(self):
         return dict(algorithm=self.algorithm, batch_size=self.batch_size, a=self.step_size,
@@ -127,8 +136,8 @@ class SGLD(Sampler):
         run.each_chain(self._chain, run.n_warmup + run.n_draws, self.method, parallel=True)
 
     def _chain(self, ctx):
-        chain = ctx.chain = SGChain(self.potential, ctx.q0, ctx.generator,
-                                    **self._chain_options())
+        chain = ctx.chain = SGChain(self._glm, ctx.q0, ctx.generator,
+                                    **self._chain_options(), **(self._l1 or {}))
         with ctx.phase("warmup"):
             ctx.run_span(chain, ctx.warm, 0, ctx.run.n_warmup, "warmup")
         with ctx.phase("sample"):
