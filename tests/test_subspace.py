@@ -144,7 +144,9 @@ def test_pde_table_surrogate_options():
     ap = argparse.ArgumentParser()
     rns_hmc.pde_options(ap)
     opts = rns_hmc._surrogate_options(ap.parse_args([]))
-    assert opts == dict(base="laplace", subspace=12, input_scale=0.1, ridge=1e-8)
+    assert opts == dict(base="laplace", subspace=12, input_scale=0.1, ridge=1e-8, train_from=0.0)
     paper = rns_hmc._surrogate_options(ap.parse_args(
-        ["--base", "none", "--subspace", "0", "--input-scale", "auto", "--ridge", "auto"]))
-    assert paper == dict(base=None, subspace=None, input_scale="auto", ridge="auto")
+        ["--base", "none", "--subspace", "0", "--input-scale", "auto", "--ridge", "auto",
+         "--train-from", "0.2"]))
+    assert paper == dict(base=None, subspace=None, input_scale="auto", ridge="auto",
+                         train_from=0.2)
