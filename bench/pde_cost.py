@@ -156,7 +156,7 @@ def main():
                   adapt=False, metric="unit", progress=False)
     t0 = time.perf_counter()
     net = fs.sample(m, method="rns-hmc", n_hidden=1000, guard=None, n_warmup=1000, n_draws=10,
-                    seed=1, **common).surrogate
+                    seed=1, no_regret=False, **common).surrogate
     print(f"\nRNS-HMC network trained on 1000 exploration states ({time.perf_counter() - t0:.0f} s)")
     # the surrogate of `fastsurrogate reproduce rns-table1-pde` (Laplace base + a network on
     # a 12-d active subspace): the same s, its cost per iteration timed beside the paper's
@@ -174,7 +174,8 @@ def main():
                 if name == "RNS-HMC table" and tag:
                     continue
                 extra = ({} if name == "HMC" else
-                         dict(surrogate=net if name == "RNS-HMC" else net_table, guard=None))
+                         dict(surrogate=net if name == "RNS-HMC" else net_table, guard=None,
+                              no_regret=False))
                 res = fs.sample(model, method=name.split()[0].lower(), n_warmup=20,
                                 n_draws=a.iterations, seed=10 + rep, **common, **extra)
                 its[name + tag].append(res.seconds_per_iteration())
