@@ -27,6 +27,7 @@ from ..core._potential import WeightedSum
 from ..models._models import Gaussian
 from ..surrogates.laplace import laplace_approximation
 from ..surrogates.random_network import train_random_network
+from ..surrogates.subspace import active_subspace
 from ._base import check_int, check_positive, check_potential, check_tree_depth
 from ._base import check_flag, check_number
 from ._transitions import check_transitions, tune_transitions, transition_chain
@@ -109,6 +110,21 @@ class RNSHMC(HMC):
         to learn the non-Gaussian remainder.  None (default): the paper's
         network alone.  ``result.surrogate`` is then the sum, and
         ``result.info["base"]`` the base.
+    subspace : None or int
+        Fit the network on the k-dimensional active subspace of U - B (B
+        the base; U itself without one): the k leading eigen-directions of
+        the mean outer product of its gradient, in the exploration states'
+        whitened coordinates
+        (:func:`fastsurrogate.surrogates.subspace.active_subspace`).  The
+        gradients are computed at ``subspace_points`` exploration states
+        evenly spaced over the training set: that many exact gradient
+        evaluations, paid in the train phase.  Not in the paper.  On the
+        20-parameter elliptic PDE (s = 1000, with ``base="laplace"``) k = 12
+        lifts the acceptance from 0.79 to about 0.85 (README).  None
+        (default): the network sees every coordinate.
+        ``result.info["subspace"]`` records k and the eigenvalues.
+    subspace_points : int
+        Exploration states at which the gradients for ``subspace`` are taken.
     transitions : None, int or "auto"
         Surrogate transitions with an exact correction (Liu 2001, sec.
         9.4.3; Christen & Fox 2005): each kept iteration makes k
@@ -173,7 +189,7 @@ class RNSHMC(HMC):
                  delayed_acceptance=False, guard=0.5, guard_window=200,
                  guard_action="retrain", surrogate=None, base=None, transitions=None,
                  inner="hmc", explore=None, max_tree_depth=10, no_regret=None,
-                 trial_length=200, **hmc_options):
+                 trial_length=200, subspace=None, subspace_points=1000, **hmc_options):
         super().__init__(potential, **hmc_options)
         self._n_steps_given = "n_steps" in hmc_options
         self._matched_n_steps = None
@@ -221,6 +237,19 @@ class RNSHMC(HMC):
         if base is not None and not isinstance(base, str):
             check_potential(base, "base", potential.dim)
         self.base = base
+        if subspace is not None:
+            subspace = check_int("subspace", subspace, 1)
+            if subspace > potential.dim:
+                raise ValueError(f"subspace must be <= dim = {potential.dim}, got {subspace}")
+            if surrogate is not None:
+                raise ValueError("subspace applies to a network trained here, not to a given "
+                                 "surrogate")
+            if activation == "rbf" or standardize is False:
+                raise ValueError("subspace needs additive nodes on standardised inputs (not "
+                                 "activation='rbf' or standardize=False)")
+        self.subspace = subspace
+        self.subspace_points = check_int("subspace_points", subspace_points, 2)
+        self._subspace_info = None
 
     # -- the algorithm -----------------------------------------------------------
     default_chains = 1
@@ -252,6 +281,7 @@ class RNSHMC(HMC):
         acceptance, saved).
         """
         self._matched_n_steps = None
+        self._subspace_info = None
         seed, Q, U = self.explore_phase(run)
         if self._match_steps(run.ctxs):
             run.info.setdefault("no_regret", {})["surrogate_n_steps"] = self._matched_n_steps
@@ -266,6 +296,8 @@ class RNSHMC(HMC):
                    else self.train(Q, U, seed, base, progress=progress))
         if base is not None:
             run.info["base"] = base
+        if self._subspace_info is not None:
+            run.info["subspace"] = self._subspace_info
         run.info.update(n_train=int(Q.shape[0]), train_rmse=getattr(net, "info", {}).get(
             "train_rmse") if hasattr(net, "info") else None, guard_events=[])
         run.info["training_curve"] = _training_curve(net)
@@ -454,12 +486,33 @@ class RNSHMC(HMC):
         ``progress(n_done, n_total)`` is called after each candidate fit."""
         if Q.shape[0] < 2:
             raise RuntimeError("the exploration phase produced fewer than 2 training points")
+        directions = self._active_directions(Q, base) if self.subspace is not None else None
         if base is not None:
             U = U - np.array([base.value(q) for q in Q])
         net = train_random_network(Q, U, n_hidden=self.n_hidden, activation=self.activation,
                                    ridge=self.ridge, standardize=self.standardize,
-                                   input_scale=self.input_scale, seed=seed, progress=progress)
+                                   input_scale=self.input_scale, seed=seed, progress=progress,
+                                   directions=directions)
         return net if base is None else WeightedSum([net, base], [1.0, 1.0])
+
+    def _active_directions(self, Q, base):
+        """The (k, dim) active subspace of U - base from exact gradients at
+        ``subspace_points`` training states; None when k = dim or Q has too
+        few points to whiten."""
+        k, dim = self.subspace, self.potential.dim
+        if k >= dim or Q.shape[0] <= dim:
+            self._subspace_info = {"k": k, "used": False, "n_gradients": 0}
+            return None
+        idx = np.unique(np.linspace(0, Q.shape[0] - 1, min(self.subspace_points, Q.shape[0]))
+                        .astype(np.int64))
+        G = np.array([self.potential.grad(q) for q in Q[idx]])
+        if base is not None:
+            G -= np.array([base.grad(q) for q in Q[idx]])
+        ok = np.all(np.isfinite(G), axis=1)
+        P, ev = active_subspace(Q, G[ok], k)
+        self._subspace_info = {"k": k, "used": True, "n_gradients": int(idx.size),
+                               "eigenvalues": ev}
+        return P
 
     def _laplace_base(self, Q, U):
         """The Laplace approximation of the target as a Gaussian potential."""

@@ -128,7 +128,8 @@ def fit_output_weights(H, y, ridge=1e-8, fit_bias=True):
 
 def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge="auto",
                          standardize=True, input_scale="auto", seed=None, rbf_scale=1.0,
-                         shift_targets=True, validation=0.2, blas_threads=1, progress=None):
+                         shift_targets=True, validation=0.2, blas_threads=1, progress=None,
+                         directions=None):
     """Fit a random-basis network z(q) ~ U(q) on training pairs (Algorithm 2).
 
     Parameters
@@ -184,6 +185,15 @@ def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge="auto
     progress : callable, optional
         ``progress(n_done, n_total)`` after each candidate fit (input scale)
         and after the final fit; samplers pass their progress bar's.
+    directions : ndarray (k, dim), optional
+        Additive nodes see only the k projections y = directions @ (q -
+        mean), whitened over the training set (e.g. an active subspace,
+        :func:`fastsurrogate.surrogates.subspace.active_subspace`): the
+        network is constant along the other directions, and its capacity
+        goes to the k that matter.  The input weights are drawn in k
+        dimensions (w ~ N(0, I/k)) and folded into (s, dim) weights, so
+        evaluation costs the same.  Not with RBF nodes or
+        ``standardize=False``.
 
     Returns
     -------
@@ -202,13 +212,34 @@ def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge="auto
         raise ValueError(f"all {Q.shape[0]} training points are the same point: a network "
                          "fitted to them is a constant with zero gradient (did the chain "
                          "ever move?)")
+    if directions is not None:
+        directions = np.asarray(directions, dtype=np.float64)
+        if directions.ndim != 2 or directions.shape[1] != Q.shape[1] or directions.shape[0] < 1:
+            raise ValueError(f"directions must be (k, {Q.shape[1]}) with k >= 1, got "
+                             f"shape {directions.shape}")
+        if not np.all(np.isfinite(directions)):
+            raise ValueError("directions must be finite")
+        if activation == "rbf" or standardize is False:
+            raise ValueError("directions apply to additive nodes on standardised inputs "
+                             "(not activation='rbf' or standardize=False)")
     with _blas_threads.blas_threads(blas_threads):
         return _fit(Q, u, n_hidden, activation, ridge, standardize, input_scale, seed,
-                    rbf_scale, shift_targets, validation, progress)
+                    rbf_scale, shift_targets, validation, progress, directions)
+
+
+def _projected_whitening(Q, P):
+    """(shift, T) with x = T (q - shift) the whitened k projections P (q - shift)."""
+    shift = Q.mean(axis=0)
+    _, Tk = whitening((Q - shift) @ P.T)
+    if Tk is None:      # a degenerate projection: scale each coordinate instead
+        sd = ((Q - shift) @ P.T).std(axis=0)
+        sd[~(sd > 0)] = 1.0
+        Tk = np.diag(1.0 / sd)
+    return shift, Tk @ P
 
 
 def _fit(Q, u, n_hidden, activation, ridge, standardize, input_scale, seed, rbf_scale,
-         shift_targets, validation, progress):
+         shift_targets, validation, progress, directions=None):
     rng = np.random.default_rng(seed)
     dim = Q.shape[1]
     auto_c = isinstance(input_scale, str)
@@ -222,7 +253,10 @@ def _fit(Q, u, n_hidden, activation, ridge, standardize, input_scale, seed, rbf_
     if standardize not in (True, False, "whiten"):
         raise ValueError(f'standardize must be True, False or "whiten", got {standardize!r}')
     whiten = None
-    if standardize == "whiten":
+    if directions is not None:
+        w_shift, whiten = _projected_whitening(Q, directions)
+        standardize = True
+    elif standardize == "whiten":
         if activation == "rbf":
             raise ValueError('standardize="whiten" applies to additive nodes only')
         w_shift, whiten = whitening(Q)
@@ -243,7 +277,8 @@ def _fit(Q, u, n_hidden, activation, ridge, standardize, input_scale, seed, rbf_
     def make(c):
         if whiten is not None:
             # units see c T (q - m): fold it into the weights, w_i <- c T^T w_i
-            base = RandomNetwork.random(dim, n_hidden, activation=activation, seed=basis_seed)
+            base = RandomNetwork.random(whiten.shape[0], n_hidden, activation=activation,
+                                        seed=basis_seed)
             W = c * (base.W @ whiten)
             return RandomNetwork(W, base.bias - W @ w_shift, np.zeros(n_hidden), 0.0,
                                  activation)
@@ -286,7 +321,8 @@ def _fit(Q, u, n_hidden, activation, ridge, standardize, input_scale, seed, rbf_
     report(n_steps)
     net.info = {"train_rmse": float(np.sqrt(np.mean(resid ** 2))), "n_train": Q.shape[0],
                 "ridge": choice[1], "input_scale": choice[0],
-                "inputs": "whitened" if whiten is not None else
+                "inputs": (f"{whiten.shape[0]} whitened projections" if directions is not None
+                           else "whitened") if whiten is not None else
                           ("standardised" if standardize else "raw"),
                 "validation_rmse": {f"{c:g}/{r:g}": e for (c, r), e in scores.items()}}
     return net
