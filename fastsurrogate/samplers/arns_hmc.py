@@ -184,7 +184,7 @@ class ARNSHMC(RNSHMC):
         record, ctx.no_regret["cost"] = _noregret.cost_check(
             self.potential, net, ctx.chain.position, nuts_steps, self._surrogate_steps(),
             n_draws=ctx.run.n_draws, n_points=self.n_start, s=self.n_hidden,
-            trial_length=self.trial_length)
+            trial_length=self.trial_length, extra_seconds=self._update_seconds_untrained(net))
         return record
 
     def chain_trial(self, ctx):
@@ -215,6 +215,25 @@ class ARNSHMC(RNSHMC):
         ctx.no_regret["trial"] = measured
         ctx.no_regret["switched"] = switch
         return switch
+
+    def _update_seconds_untrained(self, net):
+        """Seconds per kept iteration of the online updates, before training:
+        a fresh trainer of the size ARNS-HMC will use (s + 1 outputs with the
+        bias, blocks of ``update_every``), fed the untrained network's
+        features.  Zero with ``max_points`` at most n_start (no updates) or
+        with Greville's recursion (``online_ridge=0``, not timed)."""
+        if (self.max_points is not None and self.max_points <= self.n_start) or \
+                self.online_ridge == 0:
+            return 0.0
+        k = self.update_every
+        Q = np.random.default_rng(0).standard_normal((k, self.potential.dim))
+        trainer = SMWTrainer(self.n_hidden + 1, k, 1e-6)
+        y = np.zeros(k)
+
+        def block(_):
+            trainer.update(with_bias(net.features(Q)), y)
+
+        return _noregret.seconds_per_call(block, None, budget=0.02, max_calls=20) / k
 
     def update_seconds(self, ctx):
         """Seconds per kept iteration of the online updates (one block update
