@@ -74,6 +74,25 @@ def number(cell, pick=0):
     return float(nums[pick])
 
 
+def table_sections(text):
+    """The nearest ``##``-``######`` heading above each Markdown table of
+    ``text`` (in the order of :func:`markdown_tables`; "" where there is none)."""
+    lines = text.split("\n")
+    out, section, i = [], "", 0
+    while i < len(lines):
+        m = re.match(r"^#{2,6}\s+(.*)$", lines[i])
+        if m:
+            section = m.group(1).strip()
+        if _TABLE_LINE.match(lines[i]) and i + 1 < len(lines) and _RULE.match(lines[i + 1]):
+            out.append(section)
+            i += 2
+            while i < len(lines) and _TABLE_LINE.match(lines[i]):
+                i += 1
+        else:
+            i += 1
+    return out
+
+
 def _col(head, key):
     if isinstance(key, int):
         return key
@@ -128,6 +147,7 @@ def plot_report(text, name, specs, out_dir):
     except ImportError:
         return []
     tables = markdown_tables(text)
+    sections = table_sections(text)
     links = []
     for spec in specs:
         if spec.table >= len(tables):
@@ -148,11 +168,15 @@ def plot_report(text, name, specs, out_dir):
             ax.set_yscale("log")
         ax.set_xlabel(spec.xlabel or head[_col(head, spec.x)])
         ax.set_ylabel(spec.ylabel)
-        ax.set_title(spec.title, fontsize=10)
+        # "{section}" in a title: the heading above the table (reports with one
+        # table per problem, whichever problems were run)
+        title = (spec.title.replace("{section}", sections[spec.table])
+                 if "{section}" in spec.title else spec.title)
+        ax.set_title(title, fontsize=10)
         ax.legend(fontsize=8)
         fig.tight_layout()
         fname = f"{name}-{spec.suffix}.png"
         fig.savefig(os.path.join(out_dir, fname), dpi=100)
         plt.close(fig)
-        links.append(f"![{spec.title}]({fname})")
+        links.append(f"![{title}]({fname})")
     return links
