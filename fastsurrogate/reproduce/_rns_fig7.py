@@ -38,9 +38,9 @@ per-phase timings.  The truth is the posterior mean of a long exact-HMC run
 from the MAP (another seed), cached under ``cache_dir()`` (the PDE's is the
 ``rns-table1-pde`` reference, 20000 draws); its own Monte Carlo error
 (about sqrt(sum MCSE^2) / ||truth||) is printed: REM values of that order
-cannot be told apart from zero.  The runs are sized from a 100-iteration
-HMC pilot and, after the first chain, from the measured costs (1.3x
-margin); a chain whose run ends before a budget is left out of that
+cannot be told apart from zero.  The runs are sized from pilots (100 HMC
+iterations; one RNS-HMC exploration, training and 200 draws) and, after the
+first chain, from the measured costs (margins 1.5x, RNS-HMC 1.8x); a chain whose run ends before a budget is left out of that
 budget's statistics, which say how many chains reached it.
 
 Duration.  Full run (R = 10, the default budgets: sim 60 s, bank 90 s, a9a
@@ -48,7 +48,7 @@ Duration.  Full run (R = 10, the default budgets: sim 60 s, bank 90 s, a9a
 truths (sim 50000, bank 30000, a9a 30000 exact iterations: about 15
 minutes on a quiet 2-core EPYC when not cached): about 1 h 45 min.
 ``--quick`` (about 40 s): only the PDE on a 12 x 12 mesh, R = 3, s = 500,
-400 exploration iterations, budgets up to 8 s, a 4000-draw truth; the
+1000 exploration iterations, budgets 0.75, 1.5 and 3 s, a 4000-draw truth; the
 logistic problems are dropped.
 """
 import glob
@@ -266,7 +266,20 @@ def fmt(x):
     return "-" if x is None or not math.isfinite(x) else f"{x:.2e}"
 
 
-def size_runs(pre, per, bmax, margin=1.3):
+def pilot_cost(run, n, min_seconds=0.3):
+    """(seconds before sampling, seconds per sampling iteration) from
+    ``run(n)``, rerun with more draws while its sampling took under
+    ``min_seconds`` (a short pilot's fixed overheads inflate its cost)."""
+    while True:
+        res = run(n)
+        t = float(res.timings["sample"])
+        if t >= min_seconds or n >= 200000:
+            pre = float(res.timings.get("warmup", 0.0)) + float(res.timings.get("train", 0.0))
+            return pre, t / n
+        n = int(n * min(max(2 * min_seconds / max(t, 1e-3), 2.0), 20.0))
+
+
+def size_runs(pre, per, bmax, margin=1.5):
     """Draws needed after ``pre`` seconds of exploration (and training) for the
     clock to pass ``bmax`` at ``per`` seconds an iteration, with a margin."""
     return int(margin * max(bmax - pre, 0.0) / max(per, 1e-9)) + 50
@@ -283,12 +296,11 @@ def run_problem(name, args):
     explore = cfg["explore"]
     burn_in = int(0.2 * explore)
     # pilot: HMC's cost per iteration from the MAP
-    p = hmc_sampler(model, cfg).sample(100, 0, chains=1, seed=args.seed + 1, init=q0,
-                                       progress=False)
-    c_hmc = float(p.timings["sample"]) / 100
-    # RNS-HMC before its first chain: guess one exact gradient's cost per iteration
-    # (an over-estimate of its draws needed; afterwards the measured cost)
-    c_rns, pre_rns = 0.7 * c_hmc / ((cfg["n_steps"] + 1) / 2), explore * c_hmc
+    c_hmc = pilot_cost(lambda n: hmc_sampler(model, cfg).sample(
+        n, 0, chains=1, seed=args.seed + 1, init=q0, progress=False), 100)[1]
+    # and RNS-HMC's: exploration + training, then as many draws (seed + 1, not kept)
+    pre_rns, c_rns = pilot_cost(lambda n: rns_sampler(model, cfg).sample(
+        n, explore, chains=1, seed=args.seed + 1, init=q0, progress=False), explore)
     curves = {"HMC": [], "RNS-HMC": []}
     stats = {"HMC": [], "RNS-HMC": []}
     for r in range(args.chains):
@@ -298,7 +310,9 @@ def run_problem(name, args):
         log(f"  [{name}] chain {r + 1}/{args.chains}: HMC {explore} + {n_h} ...")
         h = hmc_sampler(model, cfg).sample(n_h, explore, **kw)
         c_hmc = (float(h.timings["warmup"]) + float(h.timings["sample"])) / (explore + n_h)
-        n_r = size_runs(pre_rns, c_rns, bmax)
+        # a larger margin for RNS-HMC: its cheap draws make the overshoot cheap, and its
+        # exploration and training times vary with the load
+        n_r = size_runs(pre_rns, c_rns, bmax, margin=1.8)
         log(f"  [{name}] chain {r + 1}/{args.chains}: RNS-HMC {explore} + {n_r} ...")
         s = rns_sampler(model, cfg).sample(n_r, explore, **kw)
         pre_rns = float(s.timings.get("warmup", 0.0)) + float(s.timings.get("train", 0.0))

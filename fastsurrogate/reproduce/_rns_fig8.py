@@ -58,8 +58,8 @@ others.
    adaptation; the chain stays exact).  Bar: ARNS's REM below HMC's at a
    fixed budget.
 
-The run lengths are set from short pilots (RNS-HMC: from HMC's cost, an
-over-estimate of its draws); if the machine slows down so that a run ends
+The run lengths are set from short pilots (RNS-HMC: one exploration,
+training and as many draws, seed + 1) with a 2x margin; if the machine slows down so that a run ends
 before a budget, that budget's entry says so.
 
 Duration: full run (4 problems, budgets 10-80 s, 1 replicate) about 4 x
@@ -275,21 +275,22 @@ def _one_problem(name, args, budgets):
     run_kw = dict(chains=1, seed=args.seed, init=init, progress=False)
     bmax = budgets[-1]
     log(f"  [{name}] pilots ...")
-    p = make_hmc(model, args).sample(300, 0, chains=1, seed=args.seed + 1, init=tmean,
-                                     progress=False)
-    c_hmc = phase_times(p)[1]
-    p = make_arns(model, args).sample(250, args.explore, **run_kw)
-    pre_arns, c_arns = phase_times(p)
+    # pilots (rerun longer while a pilot's sampling is too short to time, see pilot_cost)
+    c_hmc = f7.pilot_cost(lambda n: make_hmc(model, args).sample(
+        n, 0, chains=1, seed=args.seed + 1, init=tmean, progress=False), 300)[1]
+    pre_arns, c_arns = f7.pilot_cost(lambda n: make_arns(model, args).sample(
+        n, args.explore, **run_kw), 250)
     if args.max_points:
         fixed = argparse.Namespace(**{**vars(args), "max_points": args.n_start})
-        c_arns = min(c_arns, phase_times(make_arns(model, fixed).sample(250, args.explore,
-                                                                        **run_kw))[1])
-    n_hmc = max(int(1.5 * max(bmax - args.explore * c_hmc, 0) / c_hmc) + 100, 1000)
-    n_arns = max(int(1.5 * max(bmax - pre_arns, 0) / c_arns) + 100, args.acc_iters + args.window)
-    # RNS-HMC: no pilot (it would pay a whole exploration); one exact gradient's cost per
-    # iteration is an over-estimate of its draws needed
-    n_rns = int(1.5 * max(bmax - args.rns_explore * c_hmc, 0)
-                / (0.7 * c_hmc / ((args.n_steps + 1) / 2))) + 100
+        c_arns = min(c_arns, f7.pilot_cost(lambda n: make_arns(model, fixed).sample(
+            n, args.explore, **run_kw), 250)[1])
+    n_hmc = max(int(2.0 * max(bmax - args.explore * c_hmc, 0) / c_hmc) + 100, 1000)
+    n_arns = max(int(2.0 * max(bmax - pre_arns, 0) / c_arns) + 100, args.acc_iters + args.window)
+    n_rns = 0
+    if args.rns_explore > 0:
+        pre_rns, c_rns = f7.pilot_cost(lambda n: make_rns(model, args).sample(
+            n, args.rns_explore, **dict(run_kw, seed=args.seed + 1)), args.rns_explore)
+        n_rns = int(2.0 * max(bmax - pre_rns, 0) / c_rns) + 100
 
     def triple(seed):
         kw = dict(run_kw, seed=seed)
