@@ -143,3 +143,16 @@ def test_rns_fig8_tiny_has_three_curves_and_l2(cache):
         for c in r[1:4]:
             v = number(c)
             assert math.isnan(v) or v >= 0.0
+
+
+def test_plot_titles_name_the_section_and_bands_are_drawn(tmp_path):
+    pytest.importorskip("matplotlib")
+    from fastsurrogate.reproduce._plots import PlotSpec, plot_report, table_sections
+    text = ("### bank\n\n| budget s | A median | A 5 % | A 95 % |\n|---|---|---|---|\n"
+            "| 1 | 0.2 | 0.1 | 0.3 |\n| 2 | 0.1 | 0.05 | 0.2 |\n\n### pde\n\n"
+            "| budget s | A median | A 5 % | A 95 % |\n|---|---|---|---|\n| 1 | 0.3 | 0.2 | 0.4 |\n")
+    assert table_sections(text) == ["bank", "pde"]
+    spec = PlotSpec("rem-2", "REM, {section}", "budget s", ("A median",),
+                    bands=(("A 5 %", "A 95 %"),), table=1)
+    assert plot_report(text, "t", [spec], str(tmp_path)) == ["![REM, pde](t-rem-2.png)"]
+    assert (tmp_path / "t-rem-2.png").read_bytes()[:4] == b"\x89PNG"

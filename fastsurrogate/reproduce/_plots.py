@@ -28,7 +28,9 @@ class PlotSpec:
     group : a column whose values split the rows into curves (long format;
     then ``y`` has one column); pick : which number of a cell to use when a
     cell holds several ("0.93 / 0.92 / 0.91"); labels : curve names replacing
-    the header texts; suffix : file name ``<table>-<suffix>.png``.
+    the header texts; suffix : file name ``<table>-<suffix>.png``; bands :
+    for each column of ``y``, a (low, high) pair of columns drawn as a shaded
+    band around its curve (e.g. 5 % and 95 % quantiles over chains).
     """
     suffix: str
     title: str
@@ -42,6 +44,7 @@ class PlotSpec:
     logx: bool = False
     logy: bool = False
     labels: tuple = ()
+    bands: tuple = ()
 
 
 def markdown_tables(text):
@@ -160,8 +163,21 @@ def plot_report(text, name, specs, out_dir):
         if not curves:
             continue
         fig, ax = plt.subplots(figsize=(6, 4))
+        band_of = {}
+        if spec.bands and spec.group is None:
+            names = [spec.labels[k] if k < len(spec.labels) else head[_col(head, key)]
+                     for k, key in enumerate(spec.y)]
+            band_of = dict(zip(names, spec.bands))
         for label, (xs, ys) in curves.items():
-            ax.plot(xs, ys, marker="o", label=label)
+            line, = ax.plot(xs, ys, marker="o", label=label)
+            if label in band_of:
+                lo_hi = [_col(head, c) for c in band_of[label]]
+                pts = [(number(r[_col(head, spec.x)]), number(r[lo_hi[0]]), number(r[lo_hi[1]]))
+                       for r in rows if max(lo_hi) < len(r)]
+                pts = [p for p in pts if all(math.isfinite(v) for v in p)]
+                if pts:
+                    bx, blo, bhi = zip(*pts)
+                    ax.fill_between(bx, blo, bhi, color=line.get_color(), alpha=0.2, lw=0)
         if spec.logx:
             ax.set_xscale("log")
         if spec.logy and all(y > 0 for _, ys in curves.values() for y in ys):
