@@ -43,10 +43,13 @@ iterations; one RNS-HMC exploration, training and 200 draws) and, after the
 first chain, from the measured costs (margins 1.5x, RNS-HMC 1.8x); a chain whose run ends before a budget is left out of that
 budget's statistics, which say how many chains reached it.
 
-Duration.  Full run (R = 10, the default budgets: sim 60 s, bank 90 s, a9a
-60 s, pde 60 s at the largest) about 2 x 10 x 270 s = 90 minutes plus the
-truths (sim 50000, bank 30000, a9a 30000 exact iterations: about 15
-minutes on a quiet 2-core EPYC when not cached): about 1 h 45 min.
+Duration.  Full run (R = 10, the default budgets: sim, a9a and pde up to
+60 s, bank up to 90 s): a chain pair costs about 3.3x its largest budget
+(HMC is sized 1.5x, RNS-HMC 1.8x past it, so that a loaded machine still
+reaches it), so about 10 x 3.3 x 270 s = 2.5 h, plus pilots and the truths
+(sim 50000, bank 30000, a9a 30000 exact iterations, about 15 minutes when
+not cached): about 2 h 50 min.  One problem: ``--problems pde`` took 35-40
+minutes (load 4-6).
 ``--quick`` (about 40 s): only the PDE on a 12 x 12 mesh, R = 3, s = 500,
 1000 exploration iterations, budgets 0.75, 1.5 and 3 s, a 4000-draw truth; the
 logistic problems are dropped.
