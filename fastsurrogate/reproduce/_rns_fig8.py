@@ -403,13 +403,15 @@ def _one_problem(name, args, budgets):
          f"{arns.info['batch_resolves'][0]} batch re-solves",
          f"- {time.perf_counter() - t_start:.0f} s for this problem",
          "",
-         f"#### {name} (a): acceptance in windows of {w} iterations after exploration", "",
+         f"#### {name} (a): acceptance", "",
+         f"Mean acceptance probability in windows of {w} iterations after the exploration "
+         "(later: means over blocks of 8 windows).", "",
          markdown_table(["iterations", "ARNS-HMC", "RNS-HMC", "exact HMC"], acc_rows), "",
          f"First window with ARNS acceptance >= 90% of HMC's mean ({0.9 * acc_h:.3f}): "
          + (f"iterations {first - w + 1}-{first}" if first else f"none in {n_win * w} iterations")
          + f".  Bar (within {args.acc_iters} iterations): {'MET' if bar_a else 'NOT MET'}.",
          "",
-         f"#### {name} (b): REM of the posterior mean at fixed wall time", "",
+         f"#### {name} (b): REM at fixed wall time", "",
          f"REM = {norm_txt} of all states after the first {args.burn_in} of each chain "
          "(exploration states included) done when the wall clock reaches the budget; elapsed "
          "time includes exploration and training, mapped linearly within each phase from the "
