@@ -48,8 +48,8 @@ Duration.  Full run (R = 10, the default budgets: sim, a9a and pde up to
 (HMC is sized 1.5x, RNS-HMC 1.8x past it, so that a loaded machine still
 reaches it), so about 10 x 3.3 x 270 s = 2.5 h, plus pilots and the truths
 (sim 50000, bank 30000, a9a 30000 exact iterations, about 15 minutes when
-not cached): about 2 h 50 min.  One problem: ``--problems pde`` took 35-40
-minutes (load 4-6).
+not cached): about 2 h 50 min.  One problem: ``--problems pde`` took 32
+minutes (1912 s, load 4-8).
 ``--quick`` (about 40 s): only the PDE on a 12 x 12 mesh, R = 3, s = 500,
 1000 exploration iterations, budgets 0.75, 1.5 and 3 s, a 4000-draw truth; the
 logistic problems are dropped.
