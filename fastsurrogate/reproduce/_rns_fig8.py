@@ -62,13 +62,15 @@ The run lengths are set from short pilots (RNS-HMC: one exploration,
 training and as many draws, seed + 1) with a 2x margin; if the machine slows down so that a run ends
 before a budget, that budget's entry says so.
 
-Duration: full run (4 problems, budgets 10-80 s, 1 replicate) about 4 x
-(3 x 80 s + pilots + truth) = 25-35 minutes when the truths are not cached.
-``--quick`` (about 40 s): only the simulated problem with N = 20000, s =
-500, 1000 exploration iterations for RNS-HMC, the ARNS updates stopped at
-1500 points, windows of 100 and the acceptance bar at 1000 iterations,
-budgets 3 and 6 s, a 3000-iteration truth; Bank, a9a and the PDE are
-dropped.
+Duration: full run (4 problems, budgets 10-80 s, 1 replicate; each run is
+sized 2x past the largest budget) about 4 x 9 minutes plus the truths when
+not cached (about 15 minutes): about 50 minutes.  ``--problems pde`` took
+531 s (load 5-8).
+``--quick`` (36 s at load 3): only the PDE on a 12 x 12 mesh, s = 500,
+1000 exploration iterations for RNS-HMC, the ARNS updates stopped at 1500
+points, windows of 100 and the acceptance bar at 1000 iterations, budgets
+2 and 4 s, a 4000-iteration truth (shared with rns-fig7's --quick); the
+three logistic regressions are dropped.
 """
 import argparse
 import math
