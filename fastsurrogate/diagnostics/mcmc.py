@@ -709,10 +709,11 @@ def _pooled_draws(draws, name="draws"):
     return arr
 
 
-def relative_error_mean(draws, truth_mean):
-    """Relative error of the mean, REM (VHMC paper, eq. 4.1).
+def relative_error_mean(draws, truth_mean, norm="l1"):
+    """Relative error of the mean, REM (VHMC paper, eq. 4.1; RNS-HMC paper, Figures 7-8).
 
-    ``REM = sum_i |mean_hat_i - mean_i| / sum_i |mean_i|``.
+    ``norm="l1"`` (default, the VHMC paper): ``REM = sum_i |mean_hat_i - mean_i| / sum_i |mean_i|``.
+    ``norm="l2"`` (the RNS-HMC paper): ``REM = ||mean_hat - mean||_2 / ||mean||_2``.
 
     Parameters
     ----------
@@ -720,6 +721,8 @@ def relative_error_mean(draws, truth_mean):
         Chains are pooled.
     truth_mean : array_like, shape (dim,)
         Reference mean; must not be all zeros.
+    norm : {"l1", "l2"}
+        Which norm both the error and the reference's size are measured in.
 
     Returns
     -------
@@ -731,15 +734,25 @@ def relative_error_mean(draws, truth_mean):
     >>> from fastsurrogate.diagnostics import relative_error_mean
     >>> relative_error_mean(np.array([[1.0, 2.0], [3.0, 2.0]]), [2.0, 4.0])
     0.3333333333333333
+    >>> relative_error_mean(np.array([[1.0, 2.0], [3.0, 2.0]]), [3.0, 4.0], norm="l2")
+    0.2
     """
+    if norm not in ("l1", "l2"):
+        raise ValueError(f'norm must be "l1" or "l2", got {norm!r}')
     arr = _pooled_draws(draws)
     if arr.shape[0] < 1:
         raise ValueError("draws needs at least 1 draw")
     truth = real_array("truth_mean", truth_mean, shape=(arr.shape[1],), copy=False)
-    denom = np.abs(truth).sum()
+    if norm == "l2":
+        denom = float(np.sqrt(np.dot(truth, truth)))
+    else:
+        denom = np.abs(truth).sum()
     if denom == 0.0:
         raise ValueError("truth_mean is all zeros; REM is undefined")
-    return float(np.abs(arr.mean(axis=0) - truth).sum() / denom)
+    err = arr.mean(axis=0) - truth
+    if norm == "l2":
+        return float(np.sqrt(np.dot(err, err)) / denom)
+    return float(np.abs(err).sum() / denom)
 
 
 def relative_error_cov(draws, truth_cov):

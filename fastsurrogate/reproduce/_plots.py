@@ -28,7 +28,9 @@ class PlotSpec:
     group : a column whose values split the rows into curves (long format;
     then ``y`` has one column); pick : which number of a cell to use when a
     cell holds several ("0.93 / 0.92 / 0.91"); labels : curve names replacing
-    the header texts; suffix : file name ``<table>-<suffix>.png``.
+    the header texts; suffix : file name ``<table>-<suffix>.png``; bands :
+    for each column of ``y``, a (low, high) pair of columns drawn as a shaded
+    band around its curve (e.g. 5 % and 95 % quantiles over chains).
     """
     suffix: str
     title: str
@@ -42,6 +44,7 @@ class PlotSpec:
     logx: bool = False
     logy: bool = False
     labels: tuple = ()
+    bands: tuple = ()
 
 
 def markdown_tables(text):
@@ -72,6 +75,25 @@ def number(cell, pick=0):
     if len(nums) <= pick or cell.strip().startswith("-") and not _NUM.match(cell.strip()):
         return math.nan
     return float(nums[pick])
+
+
+def table_sections(text):
+    """The nearest ``##``-``######`` heading above each Markdown table of
+    ``text`` (in the order of :func:`markdown_tables`; "" where there is none)."""
+    lines = text.split("\n")
+    out, section, i = [], "", 0
+    while i < len(lines):
+        m = re.match(r"^#{2,6}\s+(.*)$", lines[i])
+        if m:
+            section = m.group(1).strip()
+        if _TABLE_LINE.match(lines[i]) and i + 1 < len(lines) and _RULE.match(lines[i + 1]):
+            out.append(section)
+            i += 2
+            while i < len(lines) and _TABLE_LINE.match(lines[i]):
+                i += 1
+        else:
+            i += 1
+    return out
 
 
 def _col(head, key):
@@ -128,6 +150,7 @@ def plot_report(text, name, specs, out_dir):
     except ImportError:
         return []
     tables = markdown_tables(text)
+    sections = table_sections(text)
     links = []
     for spec in specs:
         if spec.table >= len(tables):
@@ -140,19 +163,36 @@ def plot_report(text, name, specs, out_dir):
         if not curves:
             continue
         fig, ax = plt.subplots(figsize=(6, 4))
+        band_of = {}
+        if spec.bands and spec.group is None:
+            names = [spec.labels[k] if k < len(spec.labels) else head[_col(head, key)]
+                     for k, key in enumerate(spec.y)]
+            band_of = dict(zip(names, spec.bands))
         for label, (xs, ys) in curves.items():
-            ax.plot(xs, ys, marker="o", label=label)
+            line, = ax.plot(xs, ys, marker="o", label=label)
+            if label in band_of:
+                lo_hi = [_col(head, c) for c in band_of[label]]
+                pts = [(number(r[_col(head, spec.x)]), number(r[lo_hi[0]]), number(r[lo_hi[1]]))
+                       for r in rows if max(lo_hi) < len(r)]
+                pts = [p for p in pts if all(math.isfinite(v) for v in p)]
+                if pts:
+                    bx, blo, bhi = zip(*pts)
+                    ax.fill_between(bx, blo, bhi, color=line.get_color(), alpha=0.2, lw=0)
         if spec.logx:
             ax.set_xscale("log")
         if spec.logy and all(y > 0 for _, ys in curves.values() for y in ys):
             ax.set_yscale("log")
         ax.set_xlabel(spec.xlabel or head[_col(head, spec.x)])
         ax.set_ylabel(spec.ylabel)
-        ax.set_title(spec.title, fontsize=10)
+        # "{section}" in a title: the heading above the table (reports with one
+        # table per problem, whichever problems were run)
+        title = (spec.title.replace("{section}", sections[spec.table])
+                 if "{section}" in spec.title else spec.title)
+        ax.set_title(title, fontsize=10)
         ax.legend(fontsize=8)
         fig.tight_layout()
         fname = f"{name}-{spec.suffix}.png"
         fig.savefig(os.path.join(out_dir, fname), dpi=100)
         plt.close(fig)
-        links.append(f"![{spec.title}]({fname})")
+        links.append(f"![{title}]({fname})")
     return links

@@ -1,8 +1,9 @@
-"""RNS-HMC paper, Figure 8 as a table: adaptive RNS-HMC (ARNS-HMC) against
-exact HMC on the simulated logistic regression, by acceptance over the
+"""RNS-HMC paper, Figure 8 as tables: adaptive RNS-HMC (ARNS-HMC) and RNS-HMC
+against exact HMC on the four Table-1 problems (simulated logistic
+regression, Bank Marketing, a9a, elliptic PDE), by acceptance over the
 iterations and by the error of the posterior mean at fixed wall time.
 
-    PYTHONPATH=. python bench/paper_arns_fig8.py [--quick] [--out FILE] [--cache FILE]
+    fastsurrogate reproduce rns-fig8 [--quick] [--problems sim bank a9a pde] [--rem l2|l1]
 
 What the paper reports (Zhang, Shahbaba & Zhao 2017, Stat. Comput. 27,
 Figure 8): ARNS-HMC starts its surrogate from only 200 exploration states
@@ -12,51 +13,64 @@ probability.  Its acceptance starts low and climbs to the level of exact HMC,
 and because each iteration needs only one exact U (no exact gradients), its
 relative error of the posterior mean falls faster in wall time than HMC's.
 
-What this script measures, on this machine
+What this table measures, on this machine
 ------------------------------------------
-Data: ``fs.datasets.simulate_logistic(100000, 50, seed)``; model
-``fs.models.LogisticRegression(X, y, prior_sd=10, n_threads=2)``.  Every sampler:
-step 0.045, L = 6 with the number of steps uniform on 1..6, identity metric,
-no adaptation, one chain started at beta = 0.
+Per problem (``--problems``, default all four; settings as ``rns-fig7``:
+Table 1's step, L and s; ARNS-HMC on Bank Marketing with whitened inputs as
+in ``rns-table1``): every sampler uses the paper's step and L with the
+number of steps uniform on 1..L, identity metric, no adaptation, one chain
+(``--replicates`` R: R independent ones, medians) started at beta = 0 for
+the simulated problem (this table's earlier setting) and at the MAP for the
+others.
 
 1. Ground truth: the posterior mean of a long exact-HMC run (burn-in 500),
-   cached in a .npz file (``--cache``; default under bench/.cache/); a cached
-   run at least as long as requested is reused.  Its Monte Carlo error
-   (sum of MCSE from the Geyer ESS, as a fraction of sum|truth|) is printed: REM
-   values of that order cannot be told apart from the truth's own error.
+   cached (``rns-fig7``'s files: the two tables share their truths); its own
+   Monte Carlo error is printed: REM values of that order cannot be told
+   apart from the truth's own error.
 2. Exact HMC: ``fs.HMC`` with ``n_warmup`` = the exploration length (the same
    500 exact iterations ARNS explores with) and enough draws to fill the
    largest budget.
-3. ARNS-HMC: ``fs.ARNSHMC(model, no_regret=False, n_start=200, n_hidden=2000, ...)`` with
+3. ARNS-HMC: ``fs.ARNSHMC(model, no_regret=False, n_start=200, ...)`` with
    ``n_warmup`` = the exploration length (500 exact iterations; the surrogate
    starts from the last 200 of them), then surrogate-driven sampling with the
-   exact Metropolis test and online updates, enough draws for the largest budget.
-   With the same seed and start, its exploration chain is identical to HMC's
-   burn-in.
-4. (a) Acceptance (mean acceptance probability) in windows of 250 iterations
-   after the burn-in / exploration, ARNS next to HMC, and the first window whose
-   ARNS acceptance reaches 90% of HMC's mean acceptance.  Bar: within 3000
-   iterations.
-5. (b) REM = sum|mean_hat - truth| / sum|truth| (``relative_error_mean``) of the
-   states each sampler has produced when the wall clock reaches each budget:
-   all states after the first 300 (``--burn-in``) of the chain, i.e. the
-   shared exploration states 301-500 followed by the sampler's own.  Elapsed
-   time includes exploration and (ARNS) training.  Each sampler runs ONCE for
-   the largest budget; the time at which a state is done is mapped from the
-   per-phase timings assuming a constant cost per iteration within a phase
-   (exploration: t_explore / 500 per iteration; HMC sampling: t_sample /
-   n_draws), and for ARNS from the clock marks it records at the end of every
-   chunk (``info["sample_clock"]``).  While ARNS adapts, an iteration costs
-   one exact U, the surrogate leapfrog, and an O(s^2) trainer update per
-   state; with ``--max-points`` the updates stop after that many points
-   (finite adaptation; the chain stays exact) and an iteration costs one
-   exact U and the surrogate leapfrog.  Bar: ARNS's REM below HMC's at a
+   exact Metropolis test and online updates.  With the same seed and start,
+   its exploration chain is identical to HMC's burn-in.
+4. RNS-HMC (new; ``--rns-explore``, default 2000 exact exploration
+   iterations, 0 leaves it out): the paper's Algorithm 3 (``no_regret=False``,
+   no guard), its network trained once on the exploration states after the
+   first 20 %.
+5. (a) Acceptance (mean acceptance probability) in windows of 250 iterations
+   after the exploration, ARNS and RNS-HMC next to HMC, and the first window
+   whose ARNS acceptance reaches 90% of HMC's mean acceptance.  Bar: within
+   ``--acc-iters`` (3000) iterations.
+6. (b) REM of the states each sampler has produced when the wall clock
+   reaches each budget: all states after the first 300 (``--burn-in``) of
+   the chain (exploration states included).  REM is the RNS-HMC paper's L2
+   form, ||mean_hat - truth||_2 / ||truth||_2 (``--rem l2``, default; before
+   it was the L1 form sum |mean_hat - truth| / sum |truth|, which ``--rem
+   l1 --problems sim --rns-explore 0`` still computes for the earlier
+   runs).  Elapsed time includes exploration and training; the time of each
+   state is mapped linearly within each phase from the per-phase timings
+   (ARNS: within each chunk, from the clock marks it records,
+   ``info["sample_clock"]``).  While ARNS adapts, an iteration costs one
+   exact U, the surrogate leapfrog, and an O(s^2) trainer update per state;
+   with ``--max-points`` the updates stop after that many points (finite
+   adaptation; the chain stays exact).  Bar: ARNS's REM below HMC's at a
    fixed budget.
 
-The run lengths are set from a short pilot of each sampler; if the machine
-slows down so that a run ends before a budget, that budget's entry says so.
-REM of a single chain is itself random: ``--replicates R`` repeats both runs
-with R independent seeds and reports the mean REM per budget.
+The run lengths are set from short pilots (RNS-HMC: one exploration,
+training and as many draws, seed + 1) with a 2x margin; if the machine slows down so that a run ends
+before a budget, that budget's entry says so.
+
+Duration: full run (4 problems, budgets 10-80 s, 1 replicate; each run is
+sized 2x past the largest budget) about 4 x 9 minutes plus the truths when
+not cached (about 15 minutes): about 50 minutes.  ``--problems pde`` took
+531 s (load 5-8).
+``--quick`` (36 s at load 3): only the PDE on a 12 x 12 mesh, s = 500,
+1000 exploration iterations for RNS-HMC, the ARNS updates stopped at 1500
+points, windows of 100 and the acceptance bar at 1000 iterations, budgets
+2 and 4 s, a 4000-iteration truth (shared with rns-fig7's --quick); the
+three logistic regressions are dropped.
 """
 import argparse
 import math
@@ -123,7 +137,8 @@ def make_arns(model, args):
     return fs.ARNSHMC(model, no_regret=False,
                       n_start=args.n_start, n_hidden=args.n_hidden, step_size=args.step,
                       n_steps=args.n_steps, random_n_steps=True, metric="unit", adapt=False,
-                      update_every=args.update_every, max_points=args.max_points)
+                      update_every=args.update_every, max_points=args.max_points,
+                      **getattr(args, "arns_options", {}))
 
 
 def phase_times(res):
@@ -165,198 +180,281 @@ def rem_at(res, budget, burn_in, truth):
 
 def options(ap):
     """Add this table's own options (defaults: the settings described above) to ``ap``."""
+    ap.add_argument("--problems", nargs="+", default=["sim", "bank", "a9a", "pde"],
+                    choices=["sim", "bank", "a9a", "pde"])
+    ap.add_argument("--rem", choices=("l2", "l1"), default="l2",
+                    help="REM norm: l2 (the RNS-HMC paper's, default) or l1 (sum |error| / "
+                         "sum |truth|, this table's norm before; with --problems sim and "
+                         "--rns-explore 0 the earlier tables' numbers)")
     ap.add_argument("--cache", metavar="FILE",
-                    help="ground-truth .npz (default bench/.cache/fig8_truth_<settings>.npz)")
+                    help="ground-truth .npz of the simulated problem (default: under cache_dir())")
     ap.add_argument("--truth-iter", type=int, help="exact-HMC iterations of the truth run "
-                    "(default 50000, quick 3000; a longer cached run is reused)")
-    ap.add_argument("--budgets", type=float, nargs="+", help="wall-time budgets in seconds")
-    ap.add_argument("--n-hidden", type=int, help="ARNS hidden units (default 2000, quick 500)")
+                    "(default: rns-fig7's per problem, quick 3000; a longer cached run is reused)")
+    ap.add_argument("--budgets", type=float, nargs="+",
+                    help="wall-time budgets in seconds (default 10 20 40 80)")
+    ap.add_argument("--n-hidden", type=int, help="s of ARNS-HMC and RNS-HMC (default: the "
+                    "paper's per problem, quick 500)")
     ap.add_argument("--n-start", type=int, default=200, help="exploration states ARNS starts from")
     ap.add_argument("--explore", type=int, default=500,
-                    help="exact exploration / burn-in iterations (both samplers)")
+                    help="exact exploration / burn-in iterations (HMC and ARNS-HMC)")
+    ap.add_argument("--rns-explore", type=int, default=2000,
+                    help="exact exploration iterations of RNS-HMC, whose network is trained "
+                         "once on the states after the first 20 %% (0: no RNS-HMC curve)")
     ap.add_argument("--burn-in", type=int, default=300,
-                    help="first states of the (shared) exploration chain left out of the REM")
+                    help="first states of every chain left out of the REM")
     ap.add_argument("--window", type=int, default=250)
+    ap.add_argument("--acc-iters", type=int, default=3000,
+                    help="the acceptance bar: ARNS within 90 %% of HMC's within this many "
+                         "iterations (ARNS runs at least this long)")
     ap.add_argument("--update-every", type=int, default=10,
                     help="ARNS iterations per online update chunk")
     ap.add_argument("--max-points", type=int, default=None,
                     help="ARNS: stop the online updates after this many points (default: never)")
-    ap.add_argument("--step", type=float, default=0.045)
-    ap.add_argument("--n-steps", type=int, default=6)
-    ap.add_argument("--n-obs", type=int, default=100000)
-    ap.add_argument("--dim", type=int, default=50)
+    ap.add_argument("--step", type=float, help="step size (default: the paper's per problem)")
+    ap.add_argument("--n-steps", type=int, help="L (default: the paper's per problem)")
+    ap.add_argument("--n-obs", type=int, default=100000, help="sim: N")
+    ap.add_argument("--dim", type=int, default=50, help="sim: d")
+    ap.add_argument("--n-mesh", type=int, default=30, help="pde: mesh cells per side")
+    ap.add_argument("--n-modes", type=int, default=20, help="pde: Karhunen-Loeve modes")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--data-seed", type=int, default=1)
     ap.add_argument("--seed", type=int, default=2017)
     ap.add_argument("--replicates", type=int, default=1,
-                    help="independent (HMC, ARNS) pairs for the REM table (seeds seed + 7919 r); "
-                         "the acceptance table shows the first")
+                    help="independent (HMC, RNS-HMC, ARNS-HMC) triples for the REM table (seeds "
+                         "seed + 7919 r; medians over them); the acceptance table shows the first")
 
 
-def reproduce(args):
-    """Run the experiment with the options in ``args`` (plus ``args.quick``); return the Markdown report."""
-    budgets = sorted(args.budgets or ([5.0, 10.0] if args.quick else [10.0, 20.0, 40.0, 80.0]))
-    n_truth = args.truth_iter or (3000 if args.quick else 50000)
-    if args.n_hidden is None:
-        args.n_hidden = 500 if args.quick else 2000
-    if args.explore < args.n_start:
-        raise ValueError("--explore must be >= --n-start")
-    if not 0 <= args.burn_in <= args.explore:
-        raise ValueError("--burn-in must be between 0 and --explore")
+def _problem_args(name, args):
+    """A copy of ``args`` with this problem's settings filled in."""
+    from ._rns_fig7 import PROBLEMS
+    from ._rns_table1 import ARNS
+    cfg = PROBLEMS[name]
+    a = argparse.Namespace(**vars(args))
+    a.step = args.step if args.step is not None else cfg["step_size"]
+    a.n_steps = args.n_steps if args.n_steps is not None else cfg["n_steps"]
+    a.n_hidden = args.n_hidden or (500 if args.quick else cfg["n_hidden"])
+    a.arns_options = ARNS.get(name, {})
+    a.rns_options = cfg.get("surrogate", {})
+    return a
+
+
+def make_rns(model, args):
+    return fs.RNSHMC(model, no_regret=False, guard=None, n_hidden=args.n_hidden,
+                     step_size=args.step, n_steps=args.n_steps, random_n_steps=True,
+                     metric="unit", adapt=False, **args.rns_options)
+
+
+def _rem(res, budget, burn_in, truth, norm):
+    """(states used, REM or None, run end time) at ``budget`` s, in the given norm."""
+    draws, clock = chain_clock(res)
+    k = int(np.searchsorted(clock, budget, side="right"))
+    used = draws[burn_in:k]
+    rem = fs.diagnostics.relative_error_mean(used, truth, norm=norm) if len(used) else None
+    return len(used), rem, float(clock[-1])
+
+
+def _one_problem(name, args, budgets):
+    from . import _rns_fig7 as f7
+    from ._report import markdown_table
     t_start = time.perf_counter()
-
-    X, y, beta = fs.datasets.simulate_logistic(args.n_obs, args.dim, seed=args.data_seed)
-    model = fs.models.LogisticRegression(X, y, prior_sd=10.0, n_threads=args.threads)
-    truth, truth_src = load_or_run_truth(model, args, n_truth)
+    args = _problem_args(name, args)
+    model, q0, desc, key = f7.make_problem(name, args)
+    # the simulated problem starts at beta = 0 (this table's earlier setting); the others at
+    # the MAP, as rns-table1
+    init = np.zeros(model.dim) if name == "sim" else q0
+    cfg = dict(step_size=args.step, n_steps=args.n_steps)
+    n_truth = args.truth_iter or (3000 if args.quick else f7.PROBLEMS[name]["truth"])
+    if args.cache and name == "sim":
+        truth, truth_src = load_or_run_truth(model, args, n_truth)
+    else:
+        truth, truth_src = f7.load_or_run_truth(name, model, init, key, cfg, n_truth,
+                                                seed=args.seed)
     tmean = truth["mean"]
-    truth_floor = math.sqrt(2 / math.pi) * float(np.sum(truth["mcse"])) / float(np.sum(np.abs(tmean)))
+    mcse = np.asarray(truth["mcse"])
+    floor = (math.sqrt(2 / math.pi) * float(np.sum(mcse)) / float(np.sum(np.abs(tmean)))
+             if args.rem == "l1" else float(np.sqrt(np.sum(mcse ** 2)) / np.linalg.norm(tmean)))
 
-    init = np.zeros(args.dim)
     run_kw = dict(chains=1, seed=args.seed, init=init, progress=False)
     bmax = budgets[-1]
-
-    # pilots: per-iteration costs, to size the main runs
-    log("pilots ...")
-    p = make_hmc(model, args).sample(300, 0, chains=1, seed=args.seed + 1, init=tmean, progress=False)
-    c_hmc = phase_times(p)[1]
-    p = make_arns(model, args).sample(250, args.explore, **run_kw)
-    pre_arns, c_arns = phase_times(p)
+    log(f"  [{name}] pilots ...")
+    # pilots (rerun longer while a pilot's sampling is too short to time, see pilot_cost)
+    c_hmc = f7.pilot_cost(lambda n: make_hmc(model, args).sample(
+        n, 0, chains=1, seed=args.seed + 1, init=tmean, progress=False), 300)[1]
+    pre_arns, c_arns = f7.pilot_cost(lambda n: make_arns(model, args).sample(
+        n, args.explore, **run_kw), 250)
     if args.max_points:
-        # once the updates stop an iteration is cheaper: size the run by that cost
         fixed = argparse.Namespace(**{**vars(args), "max_points": args.n_start})
-        c_arns = min(c_arns, phase_times(make_arns(model, fixed).sample(250, args.explore, **run_kw))[1])
-    # 1.5x margin: the machine is shared, and a pilot's cost per iteration is only a guess
-    n_hmc = int(1.5 * max(bmax - args.explore * c_hmc, 0) / c_hmc) + 100
-    n_arns = int(1.5 * max(bmax - pre_arns, 0) / c_arns) + 100
-    # (a) needs ARNS to run past 3000 iterations; HMC's acceptance is stationary, so its
-    # windows are shown where its (budget-sized) run has them
-    n_hmc, n_arns = max(n_hmc, 1000), max(n_arns, 3000 + args.window)
+        c_arns = min(c_arns, f7.pilot_cost(lambda n: make_arns(model, fixed).sample(
+            n, args.explore, **run_kw), 250)[1])
+    n_hmc = max(int(2.0 * max(bmax - args.explore * c_hmc, 0) / c_hmc) + 100, 1000)
+    n_arns = max(int(2.0 * max(bmax - pre_arns, 0) / c_arns) + 100, args.acc_iters + args.window)
+    n_rns = 0
+    if args.rns_explore > 0:
+        pre_rns, c_rns = f7.pilot_cost(lambda n: make_rns(model, args).sample(
+            n, args.rns_explore, **dict(run_kw, seed=args.seed + 1)), args.rns_explore)
+        n_rns = int(2.0 * max(bmax - pre_rns, 0) / c_rns) + 100
 
-    log(f"exact HMC: {args.explore} burn-in + {n_hmc} draws (pilot {c_hmc * 1e3:.2f} ms/iter) ...")
-    hmc = make_hmc(model, args).sample(n_hmc, args.explore, **run_kw)
-    log(f"ARNS-HMC: {args.explore} exploration + {n_arns} draws (pilot {c_arns * 1e3:.2f} ms/iter) ...")
-    arns = make_arns(model, args).sample(n_arns, args.explore, **run_kw)
+    def triple(seed):
+        kw = dict(run_kw, seed=seed)
+        h = make_hmc(model, args).sample(n_hmc, args.explore, **kw)
+        r = (make_rns(model, args).sample(n_rns, args.rns_explore, **kw)
+             if args.rns_explore > 0 else None)
+        a = make_arns(model, args).sample(n_arns, args.explore, **kw)
+        return h, r, a
+
+    log(f"  [{name}] HMC {args.explore} + {n_hmc}, RNS-HMC {args.rns_explore} + {n_rns}, "
+        f"ARNS-HMC {args.explore} + {n_arns} ...")
+    runs = [triple(args.seed)]
+    for r in range(1, args.replicates):
+        log(f"  [{name}] replicate {r}, seed {args.seed + 7919 * r} ...")
+        runs.append(triple(args.seed + 7919 * r))
+    hmc, rns, arns = runs[0]
     same_explore = bool(np.array_equal(hmc.warmup_draws, arns.warmup_draws))
 
     # (a) acceptance in windows
     a_h = hmc.stats["accept_prob"][0]
     a_a = arns.stats["accept_prob"][0]
+    a_r = rns.stats["accept_prob"][0] if rns is not None else np.empty(0)
     acc_h = float(a_h.mean())
     w = args.window
     n_win = len(a_a) // w
     first = None
     win_rows = []
+
+    def wmean(a, lo, hi):
+        return format(float(a[lo:hi].mean()), ".3f") if hi <= len(a) else "-"
+
     for k in range(n_win):
         ma = float(a_a[k * w:(k + 1) * w].mean())
-        mh = float(a_h[k * w:(k + 1) * w].mean()) if (k + 1) * w <= len(a_h) else None
         if first is None and ma >= 0.9 * acc_h:
             first = (k + 1) * w
-        win_rows.append((k * w, (k + 1) * w, ma, mh))
-    bar_a = first is not None and first <= 3000
+        win_rows.append((k * w, (k + 1) * w))
+    bar_a = first is not None and first <= args.acc_iters
+    shown = min(n_win, max(16, math.ceil(args.acc_iters / w) + 4))
+    acc_rows = [[f"{lo + 1}-{hi}", wmean(a_a, lo, hi), wmean(a_r, lo, hi), wmean(a_h, lo, hi)]
+                for lo, hi in win_rows[:shown]]
+    block = 8 * w
+    for lo in range(shown * w, n_win * w, block):
+        hi = min(lo + block, n_win * w)
+        acc_rows.append([f"{lo + 1}-{hi} (mean)", format(float(a_a[lo:hi].mean()), ".3f"),
+                         format(float(a_r[lo:hi].mean()), ".3f") if len(a_r[lo:hi]) else "-",
+                         format(float(a_h[lo:hi].mean()), ".3f") if len(a_h[lo:hi]) else "-"])
+    acc_rows.append(["all (mean)", f"{float(a_a.mean()):.3f}",
+                     f"{float(a_r.mean()):.3f}" if len(a_r) else "-", f"{acc_h:.3f}"])
 
-    # (b) REM at fixed wall time, for every replicate pair
-    pairs = [(hmc, arns)]
-    for r in range(1, args.replicates):
-        kw = dict(run_kw, seed=args.seed + 7919 * r)
-        log(f"replicate {r}: exact HMC and ARNS-HMC, seed {kw['seed']} ...")
-        pairs.append((make_hmc(model, args).sample(n_hmc, args.explore, **kw),
-                      make_arns(model, args).sample(n_arns, args.explore, **kw)))
-    rem_rows = []
-    rep_rows = []
+    # (b) REM at fixed wall time, medians over the replicates
+    rem_rows, wins = [], []
     for b in budgets:
-        row = [b]
-        for res in (hmc, arns):
-            row.append(rem_at(res, b, args.burn_in, tmean))
-        rem_rows.append(row)
-        reps = [(rem_at(h, b, args.burn_in, tmean)[1], rem_at(a, b, args.burn_in, tmean)[1])
-                for h, a in pairs]
-        rep_rows.append((b, reps))
+        cells, meds = [], []
+        for j in range(3):
+            vals = [_rem(t[j], b, args.burn_in, tmean, args.rem) for t in runs
+                    if t[j] is not None]
+            ok = [v[1] for v in vals if v[1] is not None and b <= v[2]]
+            med = float(np.median(ok)) if ok else None
+            meds.append(med)
+            if not vals:
+                cells.append("-")
+            elif med is None:
+                cells.append(f"- (run ended at {min(v[2] for v in vals):.1f} s)")
+            else:
+                cells.append(f"{med:.4f}" + (f" ({len(ok)} of {len(vals)})"
+                                               if len(ok) < len(vals) else ""))
+        named = [(m, v) for m, v in zip(("HMC", "RNS-HMC", "ARNS"), meds) if v is not None]
+        lowest = "-" if not named else min(named, key=lambda x: x[1])[0]
+        if len(named) > 1 and len({v for _, v in named}) == 1:
+            lowest = "equal (same states)"
+        h0, a0 = meds[0], meds[2]
+        wins.append(h0 is not None and a0 is not None and a0 < h0)
+        nstates = " / ".join(str(_rem(t, b, args.burn_in, tmean, args.rem)[0])
+                             if t is not None else "-" for t in runs[0])
+        rem_rows.append([f"{b:g}", *cells, lowest, nstates])
 
     pre_h, per_h = phase_times(hmc)
     pre_a, per_a = phase_times(arns)
-    elapsed = time.perf_counter() - t_start
-    L = ["# RNS-HMC paper, Figure 8: ARNS-HMC vs exact HMC, simulated logistic regression", ""]
-    L += machine_lines()
-    L += [
-        f"- data: simulate_logistic({args.n_obs}, {args.dim}, seed={args.data_seed}); "
-        f"LogisticRegression(prior_sd=10, n_threads={args.threads})",
-        f"- leapfrog: step {args.step}, L = {args.n_steps} (steps uniform on 1..L), identity metric, "
-        f"adapt=False; one chain per sampler, seed {args.seed}, start at beta = 0",
-        f"- ARNS-HMC: n_start = {args.n_start}, n_hidden = {args.n_hidden} (softplus), exploration = "
-        f"{args.explore} exact iterations (HMC uses the same {args.explore} as burn-in; the two "
-        f"exploration chains are {'identical' if same_explore else 'NOT identical'}), update_every = {args.update_every}, "
-        f"switch probability t^-0.5, online updates "
-        + (f"stop after {args.max_points} points (at iteration {arns.info['adaptation_stopped'][0]})"
-           if args.max_points else "for the whole run"),
-        f"- truth: posterior mean of {int(truth['n_iter'])} exact-HMC iterations ({truth_src}); "
-        f"its own Monte Carlo error is about REM {truth_floor:.2g}",
-        f"- exact HMC: exploration {pre_h:.2f} s, {hmc.n_draws} draws at {per_h * 1e3:.2f} ms/iter, "
-        f"acceptance {acc_h:.3f}",
-        f"- ARNS-HMC: exploration {arns.timings.get('warmup', 0):.2f} s + training "
-        f"{arns.timings.get('train', 0):.2f} s, {arns.n_draws} draws at {per_a * 1e3:.2f} ms/iter, "
-        f"acceptance {float(a_a.mean()):.3f}, {len(arns.info['switch_iterations'][0])} surrogate "
-        f"switches, {arns.info['batch_resolves'][0]} batch re-solves",
-        f"- elapsed: {elapsed:.1f} s (load average at the end: "
-        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())})",
-        "",
-        f"## (a) acceptance in windows of {w} iterations after exploration",
-        "",
-        "| iterations | ARNS-HMC | exact HMC |",
-        "|---|---:|---:|",
-    ]
-    shown = min(n_win, max(16, math.ceil(3000 / w) + 4))
-    for lo, hi, ma, mh in win_rows[:shown]:
-        L.append(f"| {lo + 1}-{hi} | {ma:.3f} | {'-' if mh is None else format(mh, '.3f')} |")
-    block = 8 * w                        # later: means over blocks of 8 windows
-    for lo in range(shown * w, n_win * w, block):
-        hi = min(lo + block, n_win * w)
-        rest_h = a_h[lo:hi]
-        L.append(f"| {lo + 1}-{hi} (mean) | {float(a_a[lo:hi].mean()):.3f} | "
-                 f"{format(float(rest_h.mean()), '.3f') if len(rest_h) else '-'} |")
-    L.append(f"| all (mean) | {float(a_a.mean()):.3f} | {acc_h:.3f} |")
-    L += ["",
-          f"First window with ARNS acceptance >= 90% of HMC's mean ({0.9 * acc_h:.3f}): "
-          + (f"iterations {first - w + 1}-{first}" if first else f"none in {n_win * w} iterations")
-          + f".  Bar (within 3000 iterations): {'MET' if bar_a else 'NOT MET'}.",
-          "",
-          "## (b) relative error of the posterior mean (REM) at fixed wall time",
-          "",
-          f"REM of all states after the first {args.burn_in} of the chain (the shared exploration "
-          "states, then each sampler's own) that are done when the wall clock reaches the budget; "
-          "elapsed time includes exploration and training; the time of each state is mapped "
-          "linearly within each phase from the per-phase timings (ARNS: within each chunk, "
-          "from the clock marks it records; see the docstring).",
-          "",
-          "| budget s | HMC states | HMC REM | ARNS states | ARNS REM | lower |",
-          "|---:|---:|---:|---:|---:|---|"]
-    wins = []
-    for b, (kh, rh, eh), (ka, ra, ea) in rem_rows:
-        def cell(k, r, end):
-            note = f" (run ended at {end:.1f} s)" if b > end else ""
-            return ("-" if r is None else f"{r:.4f}") + note
-        if rh is None or ra is None:
-            lower = "-"
-        elif ra == rh:
-            lower = "equal (same states)"
-        else:
-            lower = "ARNS" if ra < rh else "HMC"
-        wins.append(lower == "ARNS")
-        L.append(f"| {b:g} | {kh} | {cell(kh, rh, eh)} | {ka} | {cell(ka, ra, ea)} | {lower} |")
-    L += ["",
-          "Bar (ARNS REM below HMC's at a fixed budget): "
-          + ("MET at " + ", ".join(f"{b:g} s" for b, ok in zip(budgets, wins) if ok)
-             if any(wins) else "NOT MET at any budget")
-          + f".  Truth error floor ~{truth_floor:.2g}."]
-    if len(pairs) > 1:
-        L += ["", f"### REM over {len(pairs)} independent replicate pairs (the first is the table above)",
-              "", "| budget s | HMC REM mean | ARNS REM mean | ARNS lower in |", "|---:|---:|---:|---|"]
-        for b, reps in rep_rows:
-            ok = [(h, a) for h, a in reps if h is not None and a is not None]
-            if not ok:
-                L.append(f"| {b:g} | - | - | - |")
-                continue
-            hm = float(np.mean([h for h, _ in ok]))
-            am = float(np.mean([a for _, a in ok]))
-            L.append(f"| {b:g} | {hm:.4f} | {am:.4f} | {sum(a < h for h, a in ok)} of {len(ok)} |")
-    report = "\n".join(L) + "\n"
-    return report
+    norm_txt = ("||mean - truth||_2 / ||truth||_2 (L2, the RNS-HMC paper's)" if args.rem == "l2"
+                else "sum |mean - truth| / sum |truth| (L1)")
+    L = [f"### {name}", "",
+         f"- data: {desc}; step {args.step}, L = {args.n_steps} (steps uniform on 1..L), identity "
+         f"metric, adapt=False; start at {'beta = 0' if name == 'sim' else 'the MAP'}; seed "
+         f"{args.seed}",
+         f"- ARNS-HMC: n_start = {args.n_start}, n_hidden = {args.n_hidden} (softplus"
+         + (", " + ", ".join(f"{k}={v}" for k, v in args.arns_options.items())
+            if args.arns_options else "")
+         + f"), exploration = {args.explore} exact iterations (HMC uses the same "
+         f"{args.explore} as burn-in; the two exploration chains are "
+         f"{'identical' if same_explore else 'NOT identical'}), update_every = "
+         f"{args.update_every}, switch probability t^-0.5, online updates "
+         + (f"stop after {args.max_points} points (at iteration "
+            f"{arns.info['adaptation_stopped'][0]})" if args.max_points else "for the whole run"),
+         (f"- RNS-HMC (Algorithm 3, no_regret=False, no guard): {args.rns_explore} exact "
+          f"exploration iterations, the network (s = {args.n_hidden}"
+          + (", " + ", ".join(f"{k}={v}" for k, v in args.rns_options.items())
+             if args.rns_options else "")
+          + f") trained once on the states after the first 20 %: exploration "
+          f"{rns.timings.get('warmup', 0):.2f} s + training {rns.timings.get('train', 0):.2f} s, "
+          f"{rns.n_draws} draws at {phase_times(rns)[1] * 1e3:.2f} ms/iter, acceptance "
+          f"{float(a_r.mean()):.3f}") if rns is not None else "- RNS-HMC: not run (--rns-explore 0)",
+         f"- truth: posterior mean of {int(truth['n_iter'])} exact-HMC iterations ({truth_src}); "
+         f"its own Monte Carlo error is about REM {floor:.2g}",
+         f"- exact HMC: exploration {pre_h:.2f} s, {hmc.n_draws} draws at {per_h * 1e3:.2f} "
+         f"ms/iter, acceptance {acc_h:.3f}",
+         f"- ARNS-HMC: exploration {arns.timings.get('warmup', 0):.2f} s + training "
+         f"{arns.timings.get('train', 0):.2f} s, {arns.n_draws} draws at {per_a * 1e3:.2f} "
+         f"ms/iter, acceptance {float(a_a.mean()):.3f}, "
+         f"{len(arns.info['switch_iterations'][0])} surrogate switches, "
+         f"{arns.info['batch_resolves'][0]} batch re-solves",
+         f"- {time.perf_counter() - t_start:.0f} s for this problem",
+         "",
+         f"#### {name} (a): acceptance", "",
+         f"Mean acceptance probability in windows of {w} iterations after the exploration "
+         "(later: means over blocks of 8 windows).", "",
+         markdown_table(["iterations", "ARNS-HMC", "RNS-HMC", "exact HMC"], acc_rows), "",
+         f"First window with ARNS acceptance >= 90% of HMC's mean ({0.9 * acc_h:.3f}): "
+         + (f"iterations {first - w + 1}-{first}" if first else f"none in {n_win * w} iterations")
+         + f".  Bar (within {args.acc_iters} iterations): {'MET' if bar_a else 'NOT MET'}.",
+         "",
+         f"#### {name} (b): REM at fixed wall time", "",
+         f"REM = {norm_txt} of all states after the first {args.burn_in} of each chain "
+         "(exploration states included) done when the wall clock reaches the budget; elapsed "
+         "time includes exploration and training, mapped linearly within each phase from the "
+         "per-phase timings (ARNS: within each chunk, from the clock marks it records)"
+         + (f"; medians over {len(runs)} independent replicates (cells say how many reached "
+            "the budget when not all did); states: the first replicate's" if len(runs) > 1
+            else "") + ".", "",
+         markdown_table(["budget s", "HMC REM", "RNS-HMC REM", "ARNS REM", "lowest",
+                         "states (HMC / RNS / ARNS)"], rem_rows), "",
+         "Bar (ARNS REM below HMC's at a fixed budget): "
+         + ("MET at " + ", ".join(f"{b:g} s" for b, ok in zip(budgets, wins) if ok)
+            if any(wins) else "NOT MET at any budget")
+         + f".  Truth error floor ~{floor:.2g}."]
+    return "\n".join(L)
+
+
+def reproduce(args):
+    """Run the experiment with the options in ``args`` (plus ``args.quick``); return the Markdown report."""
+    from ._rns_fig7 import missing_data
+    budgets = sorted(args.budgets or ([5.0, 10.0] if args.quick else [10.0, 20.0, 40.0, 80.0]))
+    if args.explore < args.n_start:
+        raise ValueError("--explore must be >= --n-start")
+    if not 0 <= args.burn_in <= args.explore:
+        raise ValueError("--burn-in must be between 0 and --explore")
+    if args.rns_explore and args.rns_explore < args.burn_in:
+        raise ValueError("--rns-explore must be 0 or >= --burn-in")
+    if args.replicates < 1:
+        raise ValueError("--replicates must be >= 1")
+    t0 = time.perf_counter()
+    parts = ["\n".join(machine_lines())]
+    if getattr(args, "quick", False):
+        parts.append("--quick: a smoke run (see the table's options for what it shortens); the "
+                     "full command runs the four problems at the paper's sizes.")
+    for name in args.problems:
+        absent = missing_data(name)
+        if absent:
+            parts.append(f"### {name}\n\nSKIPPED: data file {absent} not found in the data "
+                         "folder (set FASTSURROGATE_DATA).")
+            continue
+        parts.append(_one_problem(name, args, budgets))
+        log(parts[-1])
+    parts.append(f"({time.perf_counter() - t0:.0f} s in all; load average at the end "
+                 f"{', '.join(f'{x:.2f}' for x in os.getloadavg())})")
+    return "\n\n".join(parts) + "\n"

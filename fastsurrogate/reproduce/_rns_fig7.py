@@ -1,0 +1,416 @@
+"""RNS-HMC paper, Figure 7 as tables: the relative error of the posterior mean
+(REM, L2) against wall time for exact HMC and RNS-HMC on the four Table-1
+problems, median and 5 %-95 % band over independent chains.
+
+    fastsurrogate reproduce rns-fig7 [--quick] [--problems sim bank a9a pde]
+        [--chains R] [--budgets S ...]
+
+What the paper shows (Zhang, Shahbaba & Zhao 2017, Stat. Comput. 27,
+Figure 7): for the simulated logistic regression (N = 100000, d = 50), Bank
+Marketing, a9a (60 projected features) and the elliptic PDE inverse
+problem, REM = ||mean_hat - truth||_2 / ||truth||_2 of the running posterior
+mean against running time, HMC against RNS-HMC, median and a 90 % band over
+independent chains.  RNS-HMC pays its exploration and training first, then
+its cheaper iterations make its REM fall faster.
+
+What this table measures
+------------------------
+Problems and settings (Table 1, as ``rns-table1`` and ``rns-table1-pde``):
+``sim`` ``simulate_logistic(100000, 50, seed=1)``, s = 2000, step 0.045, L = 6;
+``bank`` s = 1000, step 0.012, L = 45; ``a9a`` 60-feature projection (seed
+2017), s = 2500, step 0.012, L = 10, whitened network inputs (ridge 1e-4,
+input scale 0.2, as ``rns-table1``); ``pde`` ``EllipticPDE(30 x 30 mesh, 20
+modes, seed 2017)``, s = 1000, step 0.16, L = 10.  Logistic priors N(0, 100
+I), data sums on 2 threads.  L is drawn uniformly from 1..L each iteration;
+identity metric, no adaptation.
+
+Every chain starts at the MAP (L-BFGS; not counted in the time) and runs
+``--explore`` exact-HMC iterations (HMC: its burn-in; RNS-HMC: its
+exploration, whose states after the first 20 % train the network, the
+paper's Algorithm 3 with ``no_regret=False`` and no guard), then draws.  R
+independent chains per method (seeds ``seed + 7919 r``; chain r of HMC and
+of RNS-HMC share a seed, so their exploration chains coincide), each RNS-HMC
+chain training its own network.  The REM at budget b uses every state done
+by b seconds after the first 20 % of the exploration (the exploration states,
+then the method's own); elapsed time counts exploration, training and
+sampling, the time of each state mapped linearly within each phase from the
+per-phase timings.  The truth is the posterior mean of a long exact-HMC run
+from the MAP (another seed), cached under ``cache_dir()`` (the PDE's is the
+``rns-table1-pde`` reference, 20000 draws); its own Monte Carlo error
+(about sqrt(sum MCSE^2) / ||truth||) is printed: REM values of that order
+cannot be told apart from zero.  The runs are sized from pilots (100 HMC
+iterations; one RNS-HMC exploration, training and 200 draws) and, after the
+first chain, from the measured costs (margins 1.5x, RNS-HMC 1.8x); a chain whose run ends before a budget is left out of that
+budget's statistics, which say how many chains reached it.
+
+Duration.  Full run (R = 10, the default budgets: sim, a9a and pde up to
+60 s, bank up to 90 s): a chain pair costs about 3.3x its largest budget
+(HMC is sized 1.5x, RNS-HMC 1.8x past it, so that a loaded machine still
+reaches it), so about 10 x 3.3 x 270 s = 2.5 h, plus pilots and the truths
+(sim 50000, bank 30000, a9a 30000 exact iterations, about 15 minutes when
+not cached): about 2 h 50 min.  One problem: ``--problems pde`` took 32
+minutes (1912 s, load 4-8).
+``--quick`` (about 40 s): only the PDE on a 12 x 12 mesh, R = 3, s = 500,
+1000 exploration iterations, budgets 0.75, 1.5 and 3 s, a 4000-draw truth; the
+logistic problems are dropped.
+"""
+import glob
+import math
+import os
+import time
+
+import numpy as np
+import scipy.optimize as so
+
+import fastsurrogate as fs
+from ._report import cache_dir, log, machine_line, markdown_table
+
+# per problem: the paper's Table-1 settings, the exploration / burn-in length,
+# the default budgets (s) and the truth's length
+PROBLEMS = {
+    "sim": dict(n_hidden=2000, step_size=0.045, n_steps=6, explore=2000,
+                budgets=(7.5, 15, 30, 60), truth=50000),
+    "bank": dict(n_hidden=1000, step_size=0.012, n_steps=45, explore=2000,
+                 budgets=(22.5, 45, 90), truth=30000),
+    "a9a": dict(n_hidden=2500, step_size=0.012, n_steps=10, explore=2000,
+                budgets=(7.5, 15, 30, 60), truth=30000,
+                surrogate=dict(standardize="whiten", ridge=1e-4, input_scale=0.2)),
+    "pde": dict(n_hidden=1000, step_size=0.16, n_steps=10, explore=2000,
+                budgets=(7.5, 15, 30, 60), truth=20000),
+}
+ORDER = ("sim", "bank", "a9a", "pde")
+SEED_STRIDE = 7919
+
+
+# -- the problems ---------------------------------------------------------------------
+def make_problem(name, args):
+    """(model, MAP, description, data key) of one problem."""
+    if name == "sim":
+        X, y, _ = fs.datasets.simulate_logistic(args.n_obs, args.dim, seed=args.data_seed)
+        desc = f"simulate_logistic({args.n_obs}, {args.dim}, seed={args.data_seed})"
+        key = f"n{args.n_obs}_d{args.dim}_data{args.data_seed}"
+    elif name in ("bank", "a9a"):
+        from ._rns_table1 import load
+        X, y = load(name, False)
+        desc = ("Bank Marketing" if name == "bank" else "a9a, 60-feature Gaussian random "
+                "projection (seed 2017), standardised") + f", N = {X.shape[0]}, d = {X.shape[1]}"
+        key = name
+    elif name == "pde":
+        model = fs.models.EllipticPDE(n_mesh=args.n_mesh, n_modes=args.n_modes, seed=2017)
+        q0 = _map(model, 2000)
+        return (model, q0, f"EllipticPDE({args.n_mesh} x {args.n_mesh} mesh, {args.n_modes} "
+                f"modes, seed 2017)", f"pde-m{args.n_mesh}-d{args.n_modes}")
+    else:
+        raise ValueError(f"unknown problem {name!r}; expected one of {', '.join(ORDER)}")
+    model = fs.models.LogisticRegression(X, y, prior_sd=10.0, n_threads=args.threads)
+    return model, _map(model, 5000), desc + ", prior N(0, 100 I)", key
+
+
+DATA = {"bank": "bank_marketing.npz", "a9a": "a9a.libsvm.gz"}
+
+
+def missing_data(name):
+    """The data file ``name`` needs when the data folder lacks it, else None."""
+    if name not in DATA:
+        return None
+    from ..models.posteriordb import find_data_dir
+    d = find_data_dir()
+    return None if d is not None and os.path.exists(os.path.join(d, DATA[name])) else DATA[name]
+
+
+def _map(model, maxiter):
+    r = so.minimize(model.value_and_grad, np.zeros(model.dim), jac=True, method="L-BFGS-B",
+                    options=dict(maxiter=maxiter, gtol=1e-8))
+    return r.x
+
+
+def settings(name, args):
+    """The problem's settings with the command line's overrides."""
+    cfg = dict(PROBLEMS[name])
+    for k in ("n_hidden", "explore"):
+        v = getattr(args, k, None)
+        if v is not None:
+            cfg[k] = v
+    if getattr(args, "budgets", None):
+        cfg["budgets"] = tuple(sorted(args.budgets))
+    if getattr(args, "truth_iter", None):
+        cfg["truth"] = args.truth_iter
+    return cfg
+
+
+def hmc_sampler(model, cfg):
+    return fs.HMC(model, step_size=cfg["step_size"], n_steps=cfg["n_steps"],
+                  random_n_steps=True, metric="unit", adapt=False)
+
+
+def rns_sampler(model, cfg):
+    return fs.RNSHMC(model, no_regret=False, guard=None, n_hidden=cfg["n_hidden"],
+                     step_size=cfg["step_size"], n_steps=cfg["n_steps"], random_n_steps=True,
+                     metric="unit", adapt=False, **cfg.get("surrogate", {}))
+
+
+# -- the truth ------------------------------------------------------------------------
+def truth_path(name, key, cfg, n_iter):
+    if name == "pde":
+        # the file rns-table1-pde's reference writes (fastsurrogate.reproduce.rns_hmc)
+        m, d = key.split("-")[1:]
+        return os.path.join(cache_dir(), f"pde-ref-{m}-{d}-s2017-e{cfg['step_size']}-"
+                                         f"L{cfg['n_steps']}-n{n_iter}.npz")
+    # the simulated problem's file is the one rns-fig8 writes
+    return os.path.join(cache_dir(), f"fig8_truth_{key}_eps{cfg['step_size']}_L{cfg['n_steps']}"
+                                     f"_seed2017.npz")
+
+
+def _cached_truth(name, key, cfg, n_iter):
+    """A cached truth at least ``n_iter`` long, or None."""
+    if name == "pde":
+        pat = truth_path(name, key, cfg, 0)[:-len("0.npz")] + "*.npz"
+        for p in sorted(glob.glob(pat)):
+            n = int(p.rsplit("-n", 1)[1][:-4])
+            if n >= n_iter:
+                with np.load(p) as z:
+                    return dict(mean=z["mean"], mcse=z["mcse"], n_iter=n), f"cached {p}"
+        return None
+    p = truth_path(name, key, cfg, n_iter)
+    if os.path.exists(p):
+        with np.load(p) as z:
+            if int(z["n_iter"]) >= n_iter and "mcse" in z.files:
+                return dict(mean=z["mean"], mcse=z["mcse"], n_iter=int(z["n_iter"])), f"cached {p}"
+    return None
+
+
+def load_or_run_truth(name, model, q0, key, cfg, n_iter, seed=2017):
+    """Posterior mean and its MCSE from a long exact-HMC run from ``q0`` (500
+    burn-in, seed ``seed + 100``), cached; returns (dict, where it came from)."""
+    hit = _cached_truth(name, key, cfg, n_iter)
+    if hit is not None:
+        return hit
+    log(f"  [{name}] truth: exact HMC, {n_iter} iterations after 500 burn-in ...")
+    t0 = time.perf_counter()
+    res = hmc_sampler(model, cfg).sample(n_iter, 500, chains=1, seed=seed + 100, init=q0,
+                                         progress=False)
+    secs = time.perf_counter() - t0
+    d = res.draws
+    mean = d.mean(axis=(0, 1))
+    mcse = fs.diagnostics.mcse_mean(d)
+    sd = d.reshape(-1, d.shape[-1]).std(axis=0, ddof=1)
+    data = dict(mean=mean, mcse=mcse, sd=sd, seconds=np.float64(secs), n_iter=np.int64(n_iter),
+                acceptance=np.float64(np.mean(res.acceptance_rate)), key=np.str_(key))
+    path = truth_path(name, key, cfg, n_iter)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        np.savez(path, **data)
+    except OSError:
+        pass
+    return dict(mean=mean, mcse=mcse, n_iter=n_iter), f"computed now ({secs:.0f} s), saved to {path}"
+
+
+def truth_floor(truth):
+    """The L2 REM of the truth's own Monte Carlo error: sqrt(sum MCSE^2) / ||truth||."""
+    return float(np.sqrt(np.sum(truth["mcse"] ** 2)) / np.linalg.norm(truth["mean"]))
+
+
+# -- the clock and the REM curve --------------------------------------------------------
+def chain_clock(res, chain=0):
+    """(states, t): the exploration / burn-in chain followed by the sampling
+    chain, and t[i] the wall-clock second at which state i was done, mapped
+    linearly within each phase (exploration, then training, then sampling;
+    ARNS-HMC's sampling from the clock marks of ``info["sample_clock"]``)."""
+    t = res.timings_per_chain[chain] if getattr(res, "timings_per_chain", None) else res.timings
+    nw, ns = res.warmup_draws.shape[1], res.n_draws
+    t_w, t_tr, t_s = float(t.get("warmup", 0.0)), float(t.get("train", 0.0)), float(t["sample"])
+    tw = t_w * np.arange(1, nw + 1) / max(nw, 1)
+    marks = res.info.get("sample_clock") if isinstance(res.info, dict) else None
+    if marks is not None and len(marks[chain]):
+        it, sec = marks[chain][:, 0], marks[chain][:, 1]
+        ts = t_w + t_tr + np.interp(np.arange(1, ns + 1), np.r_[0.0, it], np.r_[0.0, sec])
+    else:
+        ts = t_w + t_tr + t_s * np.arange(1, ns + 1) / ns
+    return (np.concatenate([res.warmup_draws[chain], res.draws[chain]]),
+            np.concatenate([tw, ts]))
+
+
+def rem_curve(res, budgets, burn_in, truth_mean, norm="l2"):
+    """[(states used, REM or None, reached, error scale)] at each budget: the
+    running mean of the states after ``burn_in`` that are done by the budget;
+    ``reached`` is False when the run ended before the budget (REM then None);
+    the error scale is sqrt(sum_i MCSE_i^2) of that mean (MCSE from the bulk
+    ESS of the states used; NaN under 8 states), the expected size of its L2
+    error."""
+    draws, clock = chain_clock(res)
+    csum = np.cumsum(draws[burn_in:], axis=0)
+    out = []
+    for b in budgets:
+        k = int(np.searchsorted(clock, b, side="right"))
+        n = k - burn_in
+        if b > clock[-1]:
+            out.append((n, None, False, math.nan))
+        elif n < 1:
+            out.append((0, None, True, math.nan))
+        else:
+            scale = math.nan
+            if n >= 8:
+                se = fs.diagnostics.mcse_mean(draws[burn_in:k][None])
+                scale = float(np.sqrt(np.nansum(np.asarray(se) ** 2)))
+            out.append((n, fs.diagnostics.relative_error_mean(csum[n - 1][None] / n, truth_mean,
+                                                              norm=norm), True, scale))
+    return out
+
+
+def band(values):
+    """(median, 5 %, 95 %) of the values (NaN when there are none)."""
+    v = np.asarray([x for x in values if x is not None], dtype=float)
+    if v.size == 0:
+        return (math.nan,) * 3
+    return float(np.median(v)), float(np.quantile(v, 0.05)), float(np.quantile(v, 0.95))
+
+
+def fmt(x):
+    return "-" if x is None or not math.isfinite(x) else f"{x:.2e}"
+
+
+def pilot_cost(run, n, min_seconds=0.3):
+    """(seconds before sampling, seconds per sampling iteration) from
+    ``run(n)``, rerun with more draws while its sampling took under
+    ``min_seconds`` (a short pilot's fixed overheads inflate its cost)."""
+    while True:
+        res = run(n)
+        t = float(res.timings["sample"])
+        if t >= min_seconds or n >= 200000:
+            pre = float(res.timings.get("warmup", 0.0)) + float(res.timings.get("train", 0.0))
+            return pre, t / n
+        n = int(n * min(max(2 * min_seconds / max(t, 1e-3), 2.0), 20.0))
+
+
+def size_runs(pre, per, bmax, margin=1.5):
+    """Draws needed after ``pre`` seconds of exploration (and training) for the
+    clock to pass ``bmax`` at ``per`` seconds an iteration, with a margin."""
+    return int(margin * max(bmax - pre, 0.0) / max(per, 1e-9)) + 50
+
+
+# -- one problem ---------------------------------------------------------------------------
+def run_problem(name, args):
+    cfg = settings(name, args)
+    budgets = tuple(sorted(cfg["budgets"]))
+    bmax = budgets[-1]
+    model, q0, desc, key = make_problem(name, args)
+    truth, src = load_or_run_truth(name, model, q0, key, cfg, cfg["truth"])
+    floor = truth_floor(truth)
+    explore = cfg["explore"]
+    burn_in = int(0.2 * explore)
+    # pilot: HMC's cost per iteration from the MAP
+    c_hmc = pilot_cost(lambda n: hmc_sampler(model, cfg).sample(
+        n, 0, chains=1, seed=args.seed + 1, init=q0, progress=False), 100)[1]
+    # and RNS-HMC's: exploration + training, then as many draws (seed + 1, not kept)
+    pre_rns, c_rns = pilot_cost(lambda n: rns_sampler(model, cfg).sample(
+        n, explore, chains=1, seed=args.seed + 1, init=q0, progress=False), explore)
+    curves = {"HMC": [], "RNS-HMC": []}
+    stats = {"HMC": [], "RNS-HMC": []}
+    for r in range(args.chains):
+        seed = args.seed + SEED_STRIDE * r
+        kw = dict(chains=1, seed=seed, init=q0, progress=False)
+        n_h = size_runs(explore * c_hmc, c_hmc, bmax)
+        log(f"  [{name}] chain {r + 1}/{args.chains}: HMC {explore} + {n_h} ...")
+        h = hmc_sampler(model, cfg).sample(n_h, explore, **kw)
+        c_hmc = (float(h.timings["warmup"]) + float(h.timings["sample"])) / (explore + n_h)
+        # a larger margin for RNS-HMC: its cheap draws make the overshoot cheap, and its
+        # exploration and training times vary with the load
+        n_r = size_runs(pre_rns, c_rns, bmax, margin=1.8)
+        log(f"  [{name}] chain {r + 1}/{args.chains}: RNS-HMC {explore} + {n_r} ...")
+        s = rns_sampler(model, cfg).sample(n_r, explore, **kw)
+        pre_rns = float(s.timings.get("warmup", 0.0)) + float(s.timings.get("train", 0.0))
+        c_rns = float(s.timings["sample"]) / n_r
+        for m, res in (("HMC", h), ("RNS-HMC", s)):
+            curves[m].append(rem_curve(res, budgets, burn_in, truth["mean"], norm=args.rem))
+            stats[m].append(dict(acc=float(np.mean(res.stats["accept_prob"])),
+                                 per=float(res.timings["sample"]) / res.n_draws,
+                                 pre=float(res.timings.get("warmup", 0.0))
+                                 + float(res.timings.get("train", 0.0)),
+                                 train=float(res.timings.get("train", 0.0))))
+    rows = []
+    for j, b in enumerate(budgets):
+        row = [f"{b:g}"]
+        reach = []
+        for m in ("HMC", "RNS-HMC"):
+            vals = [c[j][1] for c in curves[m]]
+            med, lo, hi = band(vals)
+            row += [fmt(med), fmt(lo), fmt(hi)]
+            reach.append(sum(v is not None for v in vals))
+        medh, medr = band([c[j][1] for c in curves["HMC"]])[0], \
+            band([c[j][1] for c in curves["RNS-HMC"]])[0]
+        lower = ("-" if not (math.isfinite(medh) and math.isfinite(medr))
+                 else "equal" if medh == medr else "RNS-HMC" if medr < medh else "HMC")
+        row += [f"{reach[0]} / {reach[1]}", lower]
+        rows.append(row)
+
+    def med(m, k):
+        return float(np.median([x[k] for x in stats[m]]))
+
+    norm_txt = ("||mean - truth||_2 / ||truth||_2" if args.rem == "l2"
+                else "sum |mean - truth| / sum |truth| (L1)")
+    lines = [f"### {name}", "", f"- {desc}",
+             f"- s = {cfg['n_hidden']}, step {cfg['step_size']}, L = {cfg['n_steps']} (drawn from "
+             f"1..L), {explore} exact exploration / burn-in iterations from the MAP, REM over the "
+             f"states after the first {burn_in}; {args.chains} independent chains per method",
+             f"- truth: posterior mean of {truth['n_iter']} exact-HMC draws ({src}); its own "
+             f"error is about REM {floor:.1e}",
+             f"- HMC: acceptance {med('HMC', 'acc'):.2f}, {med('HMC', 'per') * 1e3:.2f} ms/iter "
+             f"(medians over chains); RNS-HMC: acceptance {med('RNS-HMC', 'acc'):.2f}, "
+             f"{med('RNS-HMC', 'per') * 1e3:.2f} ms/iter, exploration + training "
+             f"{med('RNS-HMC', 'pre'):.1f} s (training {med('RNS-HMC', 'train'):.1f} s)",
+             "",
+             f"REM = {norm_txt} of the running posterior mean at each wall-time budget "
+             f"(exploration and training included): median and 5 % / 95 % quantiles over "
+             f"chains.", "",
+             markdown_table(["budget s", "HMC median", "HMC 5 %", "HMC 95 %", "RNS-HMC median",
+                             "RNS-HMC 5 %", "RNS-HMC 95 %", "chains (HMC / RNS)", "lower median"],
+                            rows)]
+    return "\n".join(lines), dict(curves=curves, budgets=budgets, floor=floor, truth=truth)
+
+
+def options(ap):
+    """Add this table's own options (defaults: the settings described above) to ``ap``."""
+    ap.add_argument("--problems", nargs="+", default=list(ORDER), choices=ORDER)
+    ap.add_argument("--chains", type=int, default=10, help="independent chains per method (R)")
+    ap.add_argument("--budgets", type=float, nargs="+",
+                    help="wall-time budgets in seconds (default: per problem, see --help text)")
+    ap.add_argument("--explore", type=int, help="exact exploration / burn-in iterations "
+                    "(default 2000; quick 400)")
+    ap.add_argument("--n-hidden", type=int, help="s (default: the paper's, per problem)")
+    ap.add_argument("--truth-iter", type=int, help="exact-HMC iterations of the truth run "
+                    "(default per problem; a longer cached run is reused)")
+    ap.add_argument("--rem", choices=("l2", "l1"), default="l2",
+                    help="REM norm: l2 (the RNS-HMC paper's) or l1 (the VHMC paper's)")
+    ap.add_argument("--n-obs", type=int, default=100000, help="sim: N")
+    ap.add_argument("--dim", type=int, default=50, help="sim: d")
+    ap.add_argument("--data-seed", type=int, default=1, help="sim: data seed")
+    ap.add_argument("--n-mesh", type=int, default=30, help="pde: mesh cells per side")
+    ap.add_argument("--n-modes", type=int, default=20, help="pde: Karhunen-Loeve modes (d)")
+    ap.add_argument("--threads", type=int, default=2, help="data-sum threads (logistic)")
+    ap.add_argument("--seed", type=int, default=2017)
+
+
+def reproduce(args):
+    """Run the experiment with the options in ``args`` (plus ``args.quick``); return the Markdown report."""
+    if args.chains < 1:
+        raise ValueError("--chains must be >= 1")
+    if args.budgets and min(args.budgets) <= 0:
+        raise ValueError("--budgets must be positive")
+    t0 = time.perf_counter()
+    parts = [f"{machine_line()}; load average at start "
+             f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}"]
+    if getattr(args, "quick", False):
+        parts.append("--quick: the PDE only, on a coarse mesh, with few short chains: a smoke "
+                     "run; the full command runs all four problems at the paper's sizes.")
+    for name in args.problems:
+        absent = missing_data(name)
+        if absent:
+            parts.append(f"### {name}\n\nSKIPPED: data file {absent} not found in the data "
+                         "folder (set FASTSURROGATE_DATA).")
+            continue
+        text, _ = run_problem(name, args)
+        parts.append(text)
+        log(text)
+    parts.append(f"({time.perf_counter() - t0:.0f} s in all; load average at the end "
+                 f"{', '.join(f'{x:.2f}' for x in os.getloadavg())})")
+    return "\n\n".join(parts)
