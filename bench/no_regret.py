@@ -25,7 +25,10 @@ and HMC; a single run's min ESS is itself noisy (NUTS on garch11, 500 draws:
 0.30-0.59 effective samples per draw, 5-95 % over windows).  The logistic
 models run on
 2 threads.  Bar: ratio = method's min ESS/s over NUTS's >= 0.9, or the
-sampler fell back to NUTS and said so (``info["fallback"]``).  Problems:
+sampler fell back to an exact sampler and said so (``info["fallback"]``);
+the decision column names the exact sampler the rule chose from the
+exploration's timed window (NUTS or HMC, ``info["no_regret"]["exact"]``):
+the one it measured the surrogate against and fell back to.  Problems:
 sim (fs.datasets.simulate_logistic(n=100000, d=50, seed=1)), bank (Bank
 Marketing), a9a / a9a-std (60-d random projection, raw / standardised
 inputs, as bench/paper_rns_table1.py), pdb (the five posteriordb
@@ -89,8 +92,9 @@ def one(model, method, n_warmup, n_draws, seed, paper=False):
         t = trials[-1]["no_regret"] if trials else {}
         trial = t.get("whole_run_ratio", t.get("ratio"))
         switched = any(e["event"] == "switch" for e in events)
+    exact = ((nr or {}).get("exact") or {}).get("chosen")
     return dict(ess=ess, wall=wall, rate=ess / wall, fallback=fb, trial=trial,
-                switched=switched, rule=nr is not None)
+                switched=switched, rule=nr is not None, exact=exact and exact.upper())
 
 
 def main():
@@ -157,10 +161,11 @@ def decisions(rs, nuts=None):
     out, sw, got = {}, [], []
     for r in rs:
         fb = r["fallback"]
+        to = f" to {r['exact']}" if r.get("exact") else ""
         if fb is not None:
-            key = "fallback: " + fb["reason"].split(":")[0]
+            key = f"fallback{to}: " + fb["reason"].split(":")[0]
         elif r["switched"]:
-            key = "switched"
+            key = f"switched (against {r['exact']})" if r.get("exact") else "switched"
             if r["trial"] is not None:
                 sw.append(r["trial"])
             if nuts:
@@ -171,7 +176,7 @@ def decisions(rs, nuts=None):
     parts = []
     for k, n in out.items():
         txt = f"{k} {n}/{len(rs)}" if len(rs) > 1 else k
-        if k == "switched" and (sw or got):
+        if k.startswith("switched") and (sw or got):
             pred = ("" if not sw else f"predicted {min(sw):.2f}x" if len(sw) == 1 else
                     f"predicted {min(sw):.2f}-{max(sw):.2f}x")
             real = "" if not got else "got " + ", ".join(f"{g:.2f}" for g in got) + "x NUTS"

@@ -155,6 +155,10 @@ class ARNSHMC(RNSHMC):
 
         def chain(ctx):
             self.explore(ctx)
+            if self.no_regret:
+                exact = _noregret.choose_exact([ctx])
+                if exact is not None:
+                    ctx.no_regret["exact"] = exact
             if self._match_steps([ctx]):
                 ctx.no_regret["surrogate_n_steps"] = self._matched_n_steps
             if self.no_regret:
@@ -184,7 +188,8 @@ class ARNSHMC(RNSHMC):
         record, ctx.no_regret["cost"] = _noregret.cost_check(
             self.potential, net, ctx.chain.position, nuts_steps, self._surrogate_steps(),
             n_draws=ctx.run.n_draws, n_points=self.n_start, s=self.n_hidden,
-            trial_length=self.trial_length, extra_seconds=self._update_seconds_untrained(net))
+            trial_length=self.trial_length, extra_seconds=self._update_seconds_untrained(net),
+            exact_name=getattr(ctx, "exact_name", "NUTS"))
         return record
 
     def chain_trial(self, ctx):
@@ -208,7 +213,8 @@ class ARNSHMC(RNSHMC):
             switch, measured = _noregret.trial_verdict(
                 ctx.warm["draws"][None, a:b], t_exact, trial["draws"][None, :m],
                 seconds + m * update, float(trial["accept_prob"][:m].mean()), explore_acc,
-                paid_seconds=_noregret.paid_seconds(ctx.run), n_draws=ctx.run.n_draws)
+                paid_seconds=_noregret.paid_seconds(ctx.run), n_draws=ctx.run.n_draws,
+                exact_name=getattr(ctx, "exact_name", "NUTS"))
             if not _noregret.extend_trial(measured, rounds, switch):
                 break
         measured.update(rounds=rounds, update_seconds_per_iteration=update)

@@ -138,9 +138,11 @@ class NNGHMC(HMC):
         otherwise); before the first training, a cost check (a network
         gradient against an exact one) may end the schedule at once; a trial
         switches only when, on top of the acceptance test, its min ESS per
-        second beats the last exact exploration span's; when no switch
-        happens the draws come from the exploration's NUTS and
-        ``result.info["fallback"]`` says why.  False: the paper's schedule
+        second beats the better exact sampler of the last exploration span
+        (half NUTS, half exact HMC at NUTS's step size and metric;
+        ``info["no_regret"]["exact"]``); when no switch happens the draws
+        come from that exact sampler and ``result.info["fallback"]`` says
+        why.  False: the paper's schedule
         (exploration with HMC by default), bit-reproducible.
     **hmc_options
         step_size, n_steps, random_n_steps, metric, adapt, target_accept,
@@ -352,6 +354,10 @@ class NNGHMC(HMC):
         for j, t in enumerate(trainings):
             if t > run.iteration:
                 self.exact_span(run, t, record=True)
+            if self.no_regret:
+                exact = _noregret.choose_exact(run.ctxs)
+                if exact is not None:
+                    run.info.setdefault("no_regret", {})["exact"] = exact
             Q, G = self._training_set(run, seed, j) if self.no_regret else (None, None)
             if self.no_regret:
                 record = (self.cost_check(run, Q) if j == 0 else
@@ -389,7 +395,7 @@ class NNGHMC(HMC):
                   if trainings else "no training")
         if self.no_regret and trainings:
             reason = ("no trial reached switch_fraction * exact acceptance and "
-                      f"{_noregret.SWITCH_FACTOR:g}x exact NUTS's min ESS per second by train_end")
+                      f"{_noregret.SWITCH_FACTOR:g}x the exact sampler's min ESS per second by train_end")
             trials = [e.get("no_regret") for e in events if e["event"] == "trial"]
             run.info["fallback"] = {"reason": "trial: " + reason, "measured": trials}
         events.append({"event": "keep_exact", "iteration": run.iteration, "reason": reason})
@@ -436,8 +442,10 @@ class NNGHMC(HMC):
             _noregret.steps_per_iteration(self._matched_n_steps or self.n_steps,
                                           self.random_n_steps),
             n_draws=run.n_draws, n_points=sum(c.recorder.points()[0].shape[0] for c in run.ctxs),
-            s=1000, trial_length=self.trial_length, train_seconds=self._training_prediction(Q))
-        run.info["no_regret"] = {"cost": measured, "surrogate_n_steps": self._matched_n_steps}
+            s=1000, trial_length=self.trial_length, train_seconds=self._training_prediction(Q),
+            exact_name=getattr(ctx, "exact_name", "NUTS"))
+        run.info.setdefault("no_regret", {}).update(cost=measured,
+                                                    surrogate_n_steps=self._matched_n_steps)
         return record
 
     def _training_prediction(self, Q):
@@ -466,10 +474,20 @@ class NNGHMC(HMC):
                 t0 = time.perf_counter()
                 if row0 == 0:
                     self.warmup(ctx.exact, ctx.warm, ctx, n, key="warmup")
+                elif record and self.no_regret and self.explore_with == "nuts":
+                    # half NUTS, half exact HMC at NUTS's step size and metric:
+                    # the rule measures against the better (_noregret.exact_windows)
+                    last = _noregret.exact_windows(ctx, ctx.exact, ctx.warm, row0, row0 + n,
+                                                   "warmup", self._exact_hmc_options())
+                    if last is not ctx.exact:
+                        ctx.exact.set_position(last.position)
+                    ctx.chain = ctx.exact
+                    return
                 else:
                     ctx.run_span(ctx.exact, ctx.warm, row0, row0 + n, "warmup")
                 if record:
                     ctx.exact_rows = (row0, row0 + n, time.perf_counter() - t0)
+                    ctx.exact_windows = None
 
         run.each_chain(worker, n, "explore" if record else "burn-in")
         run.row += n
@@ -540,7 +558,8 @@ class NNGHMC(HMC):
                 np.stack([c.warm["draws"][row0:run.row] for c in ctxs]),
                 float(np.mean([c.trial_seconds for c in ctxs])), trial_acc,
                 ess_floor=min(_noregret.ESS_FLOOR, 0.2 * n * rounds * len(ctxs)),
-                paid_seconds=_noregret.paid_seconds(run), n_draws=run.n_draws)
+                paid_seconds=_noregret.paid_seconds(run), n_draws=run.n_draws,
+                exact_name=getattr(ctxs[0], "exact_name", "NUTS"))
             event["no_regret"]["rounds"] = rounds
             switch = switch and fast
             if not (switch and _noregret.extend_trial(event["no_regret"], rounds, True)):
@@ -559,12 +578,21 @@ class NNGHMC(HMC):
             if ctx.chain.drive is not ctx.run.net:
                 ctx.chain = self._trial_chain(ctx.chain, ctx.run.net)
         else:
-            chain = self.make_chain(ctx.chain.position, ctx.generator, **self._explore_options())
+            # the better exact sampler of the no-regret window (NUTS or HMC;
+            # _noregret.choose_exact), at the exploration's step size and metric
+            options = ({} if getattr(ctx, "exact_name", None) == "HMC"
+                       else self._explore_options())
+            chain = self.make_chain(ctx.chain.position, ctx.generator, **options)
             chain.step_size = ctx.exact.step_size
             chain.set_inv_metric(ctx.exact.inv_metric)
             ctx.chain = chain
         with ctx.phase("sample"):
             ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
+
+    def _exact_hmc_options(self):
+        """The exact HMC of the no-regret window: this sampler's n_steps."""
+        return {"n_steps": self.n_steps, "random_n_steps": self.random_n_steps,
+                "max_energy_error": self.max_energy_error}
 
     def _explore_options(self):
         if self.explore_with == "nuts":

@@ -156,9 +156,11 @@ class RNSHMC(HMC):
         explore with exact NUTS (unless ``explore`` says otherwise), then
         switch to the surrogate only when a cost check (before training) and
         a trial of ``trial_length`` surrogate-driven iterations (after
-        training) measure it faster in min ESS per second than the
-        exploration's NUTS; otherwise keep drawing with that NUTS chain and
-        say why in ``result.info["fallback"]``.  The decision is made on
+        training) measure it faster in min ESS per second than the better
+        exact sampler of the exploration's last, timed window (half NUTS,
+        half exact HMC at NUTS's step size and metric;
+        ``info["no_regret"]["exact"]``); otherwise keep drawing with that
+        exact chain and say why in ``result.info["fallback"]``.  The decision is made on
         measured wall-clock time, so two runs with the same seed may decide
         differently (given the decision, the draws are reproducible).
         False: the paper's algorithm, always switching (exploration with
@@ -283,6 +285,10 @@ class RNSHMC(HMC):
         self._matched_n_steps = None
         self._subspace_info = None
         seed, Q, U = self.explore_phase(run)
+        if self.no_regret:
+            exact = _noregret.choose_exact(run.ctxs)
+            if exact is not None:
+                run.info.setdefault("no_regret", {})["exact"] = exact
         if self._match_steps(run.ctxs):
             run.info.setdefault("no_regret", {})["surrogate_n_steps"] = self._matched_n_steps
         if self.no_regret and self.surrogate is None:
@@ -353,6 +359,12 @@ class RNSHMC(HMC):
             # 0.30-0.59, the long run's 0.46)
             mid = max(min(n_warmup - self.trial_length, n_warmup // 2), n_adapt)
             ctx.run_span(ctx.chain, ctx.warm, n_adapt, mid, "warmup")
+            if self.explore_with == "nuts":
+                # half the window NUTS, half exact HMC at NUTS's step size and
+                # metric: the rule measures against the better (_noregret.exact_windows)
+                ctx.chain = _noregret.exact_windows(ctx, ctx.chain, ctx.warm, mid, n_warmup,
+                                                    "warmup", self._exact_hmc_options())
+                return
             t0 = time.perf_counter()
             ctx.run_span(ctx.chain, ctx.warm, mid, n_warmup, "warmup")
             ctx.exact_rows = (mid, n_warmup, time.perf_counter() - t0)
@@ -390,7 +402,7 @@ class RNSHMC(HMC):
         record, measured = _noregret.cost_check(
             self.potential, net, ctx.chain.position, nuts_steps, self._surrogate_steps(),
             n_draws=run.n_draws, n_points=Q.shape[0], s=self.n_hidden,
-            trial_length=self.trial_length)
+            trial_length=self.trial_length, exact_name=getattr(ctx, "exact_name", "NUTS"))
         run.info.setdefault("no_regret", {})["cost"] = measured
         return record
 
@@ -433,7 +445,8 @@ class RNSHMC(HMC):
             acc = float(np.mean([c.trial["accept_prob"][:m] for c in run.ctxs]))
             switch, measured = _noregret.trial_verdict(
                 exact, t_exact, trial, t_trial, acc, explore_acc,
-                paid_seconds=_noregret.paid_seconds(run), n_draws=run.n_draws)
+                paid_seconds=_noregret.paid_seconds(run), n_draws=run.n_draws,
+                exact_name=getattr(run.ctxs[0], "exact_name", "NUTS"))
             if not _noregret.extend_trial(measured, rounds, switch):
                 break
         measured["rounds"] = rounds
@@ -455,6 +468,11 @@ class RNSHMC(HMC):
                 ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
 
         run.each_chain(worker, run.n_draws, "exact", parallel=self.potential.thread_safe)
+
+    def _exact_hmc_options(self):
+        """The exact HMC of the no-regret window: this sampler's n_steps."""
+        return {"n_steps": self.n_steps, "random_n_steps": self.random_n_steps,
+                "max_energy_error": self.max_energy_error}
 
     def _explore_options(self):
         if self.explore_with == "nuts":
