@@ -1,6 +1,7 @@
 """Helpers shared by the reproduction modules: the machine description,
 progress messages, the cache folder, Markdown tables and optional plots."""
 import os
+import time
 import platform
 import sys
 
@@ -40,6 +41,27 @@ def cache_dir():
         return os.path.expanduser(env)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "fastsurrogate")
+
+
+def problems_report(head, problems, run_one, missing, quick_note=None):
+    """The body of a table run over several problems, one section each:
+    ``head`` (lines), ``quick_note`` (under --quick), then ``run_one(name)``'s
+    text per problem (each logged as it finishes; a problem whose data file
+    ``missing(name)`` names is skipped and says so), then the total seconds
+    and the load average at the end."""
+    t0 = time.perf_counter()
+    parts = list(head) + ([quick_note] if quick_note else [])
+    for name in problems:
+        absent = missing(name)
+        if absent:
+            parts.append(f"### {name}\n\nSKIPPED: data file {absent} not found in the data "
+                         "folder (set FASTSURROGATE_DATA).")
+            continue
+        parts.append(run_one(name))
+        log(parts[-1])
+    parts.append(f"({time.perf_counter() - t0:.0f} s in all; load average at the end "
+                 f"{', '.join(f'{x:.2f}' for x in os.getloadavg())})")
+    return parts
 
 
 def markdown_table(head, rows):

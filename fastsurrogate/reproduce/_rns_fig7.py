@@ -63,7 +63,7 @@ import numpy as np
 import scipy.optimize as so
 
 import fastsurrogate as fs
-from ._report import cache_dir, log, machine_line, markdown_table
+from ._report import cache_dir, log, machine_line, markdown_table, problems_report
 
 # per problem: the paper's Table-1 settings, the exploration / burn-in length,
 # the default budgets (s) and the truth's length
@@ -396,21 +396,11 @@ def reproduce(args):
         raise ValueError("--chains must be >= 1")
     if args.budgets and min(args.budgets) <= 0:
         raise ValueError("--budgets must be positive")
-    t0 = time.perf_counter()
-    parts = [f"{machine_line()}; load average at start "
-             f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}"]
-    if getattr(args, "quick", False):
-        parts.append("--quick: the PDE only, on a coarse mesh, with few short chains: a smoke "
-                     "run; the full command runs all four problems at the paper's sizes.")
-    for name in args.problems:
-        absent = missing_data(name)
-        if absent:
-            parts.append(f"### {name}\n\nSKIPPED: data file {absent} not found in the data "
-                         "folder (set FASTSURROGATE_DATA).")
-            continue
-        text, _ = run_problem(name, args)
-        parts.append(text)
-        log(text)
-    parts.append(f"({time.perf_counter() - t0:.0f} s in all; load average at the end "
-                 f"{', '.join(f'{x:.2f}' for x in os.getloadavg())})")
+    parts = problems_report(
+        [f"{machine_line()}; load average at start "
+         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}"],
+        args.problems, lambda name: run_problem(name, args)[0], missing_data,
+        "--quick: the PDE only, on a coarse mesh, with few short chains: a smoke run; the full "
+        "command runs all four problems at the paper's sizes."
+        if getattr(args, "quick", False) else None)
     return "\n\n".join(parts)

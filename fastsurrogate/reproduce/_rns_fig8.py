@@ -81,7 +81,8 @@ import time
 import numpy as np
 
 import fastsurrogate as fs
-from ._report import cache_dir, cpu_model, log, machine_line  # noqa: F401
+from ._report import (cache_dir, cpu_model, log, machine_line,  # noqa: F401
+                      problems_report)
 
 
 
@@ -442,19 +443,9 @@ def reproduce(args):
         raise ValueError("--rns-explore must be 0 or >= --burn-in")
     if args.replicates < 1:
         raise ValueError("--replicates must be >= 1")
-    t0 = time.perf_counter()
-    parts = ["\n".join(machine_lines())]
-    if getattr(args, "quick", False):
-        parts.append("--quick: a smoke run (see the table's options for what it shortens); the "
-                     "full command runs the four problems at the paper's sizes.")
-    for name in args.problems:
-        absent = missing_data(name)
-        if absent:
-            parts.append(f"### {name}\n\nSKIPPED: data file {absent} not found in the data "
-                         "folder (set FASTSURROGATE_DATA).")
-            continue
-        parts.append(_one_problem(name, args, budgets))
-        log(parts[-1])
-    parts.append(f"({time.perf_counter() - t0:.0f} s in all; load average at the end "
-                 f"{', '.join(f'{x:.2f}' for x in os.getloadavg())})")
+    parts = problems_report(
+        ["\n".join(machine_lines())], args.problems,
+        lambda name: _one_problem(name, args, budgets), missing_data,
+        "--quick: a smoke run (see the table's options for what it shortens); the full command "
+        "runs the four problems at the paper's sizes." if getattr(args, "quick", False) else None)
     return "\n\n".join(parts) + "\n"

@@ -135,20 +135,25 @@ class paper_algorithm_for_checkpoints:
         return False
 
 
-def seconds_per_call(fn, q, budget=0.02, max_calls=200):
-    """Median seconds of ``fn(q)`` over batches, within about ``budget`` seconds."""
-    fn(q)
+def seconds_per_run(fn, budget=0.02, max_calls=200):
+    """Median seconds of ``fn()`` over 5 batches, within about ``budget`` seconds."""
+    fn()
     t0 = time.perf_counter()
-    fn(q)
+    fn()
     one = max(time.perf_counter() - t0, 1e-8)
     per_batch = int(min(max(budget / 5 / one, 1), max_calls))
     times = []
     for _ in range(5):
         t0 = time.perf_counter()
         for _ in range(per_batch):
-            fn(q)
+            fn()
         times.append((time.perf_counter() - t0) / per_batch)
     return float(np.median(times))
+
+
+def seconds_per_call(fn, q, budget=0.02, max_calls=200):
+    """Median seconds of ``fn(q)`` (:func:`seconds_per_run`)."""
+    return seconds_per_run(lambda: fn(q), budget, max_calls)
 
 
 def steps_per_iteration(n_steps, random_n_steps):
@@ -452,6 +457,22 @@ def extend_trial(measured, rounds, switch=False):
     if switch:
         return True
     return "reason" in measured and "effective samples" in measured["reason"]
+
+
+def run_trial(run_round, verdict):
+    """The trial's rounds: ``run_round(r)`` runs round r (trial_length more
+    surrogate iterations per chain), ``verdict(rounds)`` judges all rounds
+    so far -> (switch, measured) (:func:`trial_verdict`); more rounds while
+    :func:`extend_trial` asks for them.  Returns (switch, measured) with
+    ``measured["rounds"]``."""
+    rounds = 0
+    while True:
+        run_round(rounds)
+        rounds += 1
+        switch, measured = verdict(rounds)
+        if not extend_trial(measured, rounds, switch):
+            measured["rounds"] = rounds
+            return switch, measured
 
 
 def fallback_record(measured):

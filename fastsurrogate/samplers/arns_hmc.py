@@ -200,24 +200,26 @@ class ARNSHMC(RNSHMC):
         trial = new_trace(n * _noregret.MAX_TRIAL_ROUNDS, self.potential.dim)
         a, b, t_exact = ctx.exact_rows
         explore_acc = float(ctx.warm["accept_prob"][a:b].mean()) if b > a else None
-        seconds, rounds = 0.0, 0
+        seconds = [0.0]
         with ctx.phase("trial"):
             update = self.update_seconds(ctx)
-        while True:
+
+        def run_round(r):
             with ctx.phase("trial"):
                 t0 = time.perf_counter()
-                ctx.run_span(ctx.chain, trial, rounds * n, (rounds + 1) * n, "trial")
-                seconds += time.perf_counter() - t0
-            rounds += 1
+                ctx.run_span(ctx.chain, trial, r * n, (r + 1) * n, "trial")
+                seconds[0] += time.perf_counter() - t0
+
+        def verdict(rounds):
             m = rounds * n
-            switch, measured = _noregret.trial_verdict(
+            return _noregret.trial_verdict(
                 ctx.warm["draws"][None, a:b], t_exact, trial["draws"][None, :m],
-                seconds + m * update, float(trial["accept_prob"][:m].mean()), explore_acc,
+                seconds[0] + m * update, float(trial["accept_prob"][:m].mean()), explore_acc,
                 paid_seconds=_noregret.paid_seconds(ctx.run), n_draws=ctx.run.n_draws,
                 exact_name=getattr(ctx, "exact_name", "NUTS"))
-            if not _noregret.extend_trial(measured, rounds, switch):
-                break
-        measured.update(rounds=rounds, update_seconds_per_iteration=update)
+
+        switch, measured = _noregret.run_trial(run_round, verdict)
+        measured.update(update_seconds_per_iteration=update)
         ctx.no_regret["trial"] = measured
         ctx.no_regret["switched"] = switch
         return switch
@@ -231,15 +233,8 @@ class ARNSHMC(RNSHMC):
         if (self.max_points is not None and self.max_points <= self.n_start) or \
                 self.online_ridge == 0:
             return 0.0
-        k = self.update_every
-        Q = np.random.default_rng(0).standard_normal((k, self.potential.dim))
-        trainer = SMWTrainer(self.n_hidden + 1, k, 1e-6)
-        y = np.zeros(k)
-
-        def block(_):
-            trainer.update(with_bias(net.features(Q)), y)
-
-        return _noregret.seconds_per_call(block, None, budget=0.02, max_calls=20) / k
+        Q = np.random.default_rng(0).standard_normal((self.update_every, self.potential.dim))
+        return _block_update_seconds(net, Q, self.n_hidden + 1, 1e-6)
 
     def update_seconds(self, ctx):
         """Seconds per kept iteration of the online updates (one block update
@@ -259,15 +254,7 @@ class ARNSHMC(RNSHMC):
         Q = ctx.history[0][-k:]
         if Q.shape[0] < k:
             Q = np.resize(Q, (k, Q.shape[1]))
-        # a fresh trainer of the same size (the C trainers do not copy); the
-        # cost of a block update does not depend on the state's values
-        trainer = SMWTrainer(smw.n_hidden, smw.dim, smw.ridge)
-        y = np.zeros(k)
-
-        def block(_):
-            trainer.update(with_bias(ctx.net.features(Q)), y)
-
-        return _noregret.seconds_per_call(block, None, budget=0.02, max_calls=20) / k
+        return _block_update_seconds(ctx.net, Q, smw.n_hidden, smw.ridge)
 
     def chain_fall_back(self, ctx, record):
         """This chain's kept draws from its exploration's exact chain, continued."""
@@ -382,3 +369,15 @@ def _span_errors(net, trace, start, stop, before):
     held = H @ v0 + b0 - U[ok]
     now = H @ np.asarray(net.output_weights) + float(net.out_bias) - U[ok]
     return (stop, float(np.sqrt(np.mean(held ** 2))), float(np.sqrt(np.mean(now ** 2))))
+
+
+def _block_update_seconds(net, Q, n_outputs, ridge):
+    """Seconds per iteration of ARNS-HMC's online updates: one SMW block
+    update with the k = len(Q) states' features (plus the bias column) on a
+    fresh trainer of n_outputs x k (the C trainers do not copy; the cost of
+    a block update does not depend on the state's values), over k."""
+    k = Q.shape[0]
+    trainer = SMWTrainer(n_outputs, k, ridge)
+    y = np.zeros(k)
+    return _noregret.seconds_per_run(lambda: trainer.update(with_bias(net.features(Q)), y),
+                                     budget=0.02, max_calls=20) / k

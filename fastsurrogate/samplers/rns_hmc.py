@@ -416,40 +416,40 @@ class RNSHMC(HMC):
         """Rule 2: trial_length surrogate iterations per chain (not kept), in
         up to MAX_TRIAL_ROUNDS rounds while too few effective samples came
         out for a rate (``_noregret.extend_trial``); True to switch."""
-        n, rounds = self.trial_length, 0
+        n = self.trial_length
         total = n * _noregret.MAX_TRIAL_ROUNDS
+        parallel = self.potential.thread_safe and net.thread_safe
 
-        def worker(ctx):
-            a = rounds * n
-            if a == 0:
-                ctx.chain = self.trial_chain(ctx, net)
-                ctx.trial = new_trace(total, self.potential.dim,
-                                      inner=self.transitions is not None)
-                ctx.trial_seconds = 0.0
-            with ctx.phase("trial"):
-                t0 = time.perf_counter()
-                ctx.run_span(ctx.chain, ctx.trial, a, a + n, "trial")
-                ctx.trial_seconds += time.perf_counter() - t0
+        def run_round(r):
+            def worker(ctx):
+                if r == 0:
+                    ctx.chain = self.trial_chain(ctx, net)
+                    ctx.trial = new_trace(total, self.potential.dim,
+                                          inner=self.transitions is not None)
+                    ctx.trial_seconds = 0.0
+                with ctx.phase("trial"):
+                    t0 = time.perf_counter()
+                    ctx.run_span(ctx.chain, ctx.trial, r * n, (r + 1) * n, "trial")
+                    ctx.trial_seconds += time.perf_counter() - t0
+
+            run.each_chain(worker, n, "trial", parallel=parallel)
 
         exact = np.stack([c.warm["draws"][c.exact_rows[0]:c.exact_rows[1]] for c in run.ctxs])
         t_exact = float(np.mean([c.exact_rows[2] for c in run.ctxs]))
         explore_acc = float(np.mean([c.warm["accept_prob"][c.exact_rows[0]:c.exact_rows[1]]
                                      for c in run.ctxs]))
-        while True:
-            run.each_chain(worker, n, "trial",
-                           parallel=self.potential.thread_safe and net.thread_safe)
-            rounds += 1
+
+        def verdict(rounds):
             m = rounds * n
             trial = np.stack([c.trial["draws"][:m] for c in run.ctxs])
             t_trial = float(np.mean([c.trial_seconds for c in run.ctxs]))
             acc = float(np.mean([c.trial["accept_prob"][:m] for c in run.ctxs]))
-            switch, measured = _noregret.trial_verdict(
+            return _noregret.trial_verdict(
                 exact, t_exact, trial, t_trial, acc, explore_acc,
                 paid_seconds=_noregret.paid_seconds(run), n_draws=run.n_draws,
                 exact_name=getattr(run.ctxs[0], "exact_name", "NUTS"))
-            if not _noregret.extend_trial(measured, rounds, switch):
-                break
-        measured["rounds"] = rounds
+
+        switch, measured = _noregret.run_trial(run_round, verdict)
         run.info.setdefault("no_regret", {})["trial"] = measured
         run.info["no_regret"]["switched"] = switch
         return switch
