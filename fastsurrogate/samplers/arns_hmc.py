@@ -159,8 +159,9 @@ class ARNSHMC(RNSHMC):
                 exact = _noregret.choose_exact([ctx])
                 if exact is not None:
                     ctx.no_regret["exact"] = exact
-            if self._match_steps([ctx]):
-                ctx.no_regret["surrogate_n_steps"] = self._matched_n_steps
+            ctx.matched_n_steps = self._matched_steps([ctx])     # per chain: threads
+            if ctx.matched_n_steps:
+                ctx.no_regret["surrogate_n_steps"] = ctx.matched_n_steps
             if self.no_regret:
                 record = self.chain_cost_check(ctx)
                 if record is not None:
@@ -186,7 +187,7 @@ class ARNSHMC(RNSHMC):
         net = _noregret.untrained_network("random", self.potential.dim, self.n_hidden,
                                           self.activation)
         record, ctx.no_regret["cost"] = _noregret.cost_check(
-            self.potential, net, ctx.chain.position, nuts_steps, self._surrogate_steps(),
+            self.potential, net, ctx.chain.position, nuts_steps, self._surrogate_steps(ctx),
             n_draws=ctx.run.n_draws, n_points=self.n_start, s=self.n_hidden,
             trial_length=self.trial_length, extra_seconds=self._update_seconds_untrained(net),
             exact_name=getattr(ctx, "exact_name", "NUTS"))
@@ -310,7 +311,7 @@ class ARNSHMC(RNSHMC):
         for obj in (net, ctx.trainer, ctx.trainer.trainer):    # saved with checkpoints
             ctx.track(obj)
         ctx.history = (Q, U)
-        ctx.chain = self._continue_chain(ctx.chain, net)
+        ctx.chain = self._continue_chain(ctx.chain, net, ctx)
 
     def adapt_and_sample(self, ctx):
         """Adapt-and-sample (Algorithm 4) for the kept draws.

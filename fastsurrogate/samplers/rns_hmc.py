@@ -371,26 +371,33 @@ class RNSHMC(HMC):
             ctx.exact_chain = ctx.chain
 
     # -- the no-regret decision (see fastsurrogate.samplers._noregret) ------------
-    def _surrogate_steps(self):
+    def _surrogate_steps(self, ctx=None):
         if self.transitions is not None:
             return float(self.n_steps)
-        return _noregret.steps_per_iteration(self._surrogate_n_steps(), self.random_n_steps)
+        return _noregret.steps_per_iteration(self._surrogate_n_steps(ctx), self.random_n_steps)
 
-    def _surrogate_n_steps(self):
+    def _surrogate_n_steps(self, ctx=None):
         """n_steps of the surrogate-driven chain: the given n_steps, or under
         the no-regret rule with a NUTS exploration and n_steps not given,
-        NUTS's trajectory length (``_noregret.matched_steps``)."""
-        return self._matched_n_steps or self.n_steps
+        the exact window's trajectory length (``_noregret.matched_steps``):
+        the chain's own (``ctx.matched_n_steps``, ARNS-HMC's chains decide
+        apart, in threads) or the pooled one."""
+        return getattr(ctx, "matched_n_steps", None) or self._matched_n_steps or self.n_steps
 
-    def _match_steps(self, ctxs):
-        """Set the surrogate chain's n_steps from the NUTS exploration (see
-        ``_surrogate_n_steps``); recorded in ``info["no_regret"]``."""
-        self._matched_n_steps = None
+    def _matched_steps(self, ctxs):
+        """The surrogate chain's n_steps matched to the exploration's exact
+        window (see ``_surrogate_n_steps``), or None."""
         if (self.no_regret and self.explore_with == "nuts" and not self._n_steps_given
                 and self.transitions is None):
             mean = _noregret.exploration_steps(ctxs)
             if mean is not None:
-                self._matched_n_steps = _noregret.matched_steps(mean, self.random_n_steps)
+                return _noregret.matched_steps(mean, self.random_n_steps)
+        return None
+
+    def _match_steps(self, ctxs):
+        """Set the surrogate chain's n_steps from the pooled exploration;
+        recorded in ``info["no_regret"]``."""
+        self._matched_n_steps = self._matched_steps(ctxs)
         return self._matched_n_steps
 
     def cost_check(self, run, Q, kind="random"):
@@ -565,14 +572,14 @@ class RNSHMC(HMC):
                         drive = self.train(Q, U, [seed, ctx.index, i], base)
                 ctx.chain = self._continue_chain(ctx.chain, drive)
 
-    def _continue_chain(self, chain, drive):
+    def _continue_chain(self, chain, drive, ctx=None):
         """A chain driven by `drive` and judged by the exact U, from where `chain` is."""
         if (self.transitions is not None and drive is not self.potential
                 and chain.surrogate_steps > 0):
             # a guard retrain keeps the tuned k and step size
             return transition_chain(self, chain, drive, chain.surrogate_steps, self.inner)
         return Chain(drive, self.potential, chain.position, chain.generator,
-                     step_size=chain.step_size, n_steps=self._surrogate_n_steps(),
+                     step_size=chain.step_size, n_steps=self._surrogate_n_steps(ctx),
                      random_n_steps=self.random_n_steps, inv_metric=chain.inv_metric,
                      max_energy_error=self.max_energy_error,
                      delayed_acceptance=self.delayed_acceptance and drive is not self.potential)
