@@ -51,8 +51,8 @@ What is measured, for s in ``--hidden`` and ``--seeds`` random bases each:
   exp(-V) for each s (first basis), with that run's draws.
 
 Duration: the full run (s = 10, 20, 50, 100, 200, 5 bases each, 3000
-training iterations, 301 x 301 grid) took 245 s on the shared 2-vCPU AMD
-EPYC at load 7-8 (another full table running beside it); ``--quick`` (s =
+training iterations, 301 x 301 grid) took 54 s on the shared 2-vCPU AMD
+EPYC at load 2-3 (245 s at load 7-8, another full table beside it); ``--quick`` (s =
 10, 50, 200, 3 bases, 2000 iterations, 151 x 151 grid) 35 s at load ~10
 (9 s of user CPU).
 """
