@@ -135,3 +135,43 @@ def test_bad_executor_is_a_type_error(model):
     with pytest.raises(TypeError, match="executor"):
         fs.sample(model, method="hmc", n_draws=10, n_warmup=10, executor="threads",
                   progress=False)
+
+
+def test_ctrl_c_between_two_chain_submissions_stops_the_running_chain():
+    """A Ctrl-C that lands while the chains are being handed to the thread
+    pool (the first already running) stops that chain too and marks the run
+    interrupted; it used to leave the first chain running to its end (seen
+    as a chain of an earlier test still reporting in the next one)."""
+    import threading
+    import time
+    from types import SimpleNamespace
+    from fastsurrogate.samplers._executors import _local
+
+    started, finished = threading.Event(), threading.Event()
+    run = SimpleNamespace(ctxs=[0, 1], stop=np.zeros(1, dtype=np.int32), error=None,
+                          interrupted=False)
+
+    def worker(ctx):
+        started.set()
+        t0 = time.perf_counter()
+        while not run.stop[0] and time.perf_counter() - t0 < 10.0:
+            time.sleep(0.001)
+        finished.set()
+        return run.stop[0]
+
+    class Pool(ThreadPoolExecutor):
+        def submit(self, fn, ctx):
+            if ctx == 1:
+                started.wait(5.0)
+                raise KeyboardInterrupt      # Ctrl-C reaches the main thread here
+            return super().submit(fn, ctx)
+
+    t0 = time.perf_counter()
+    try:
+        with Pool(max_workers=2) as ex:
+            _local(run, worker, ex)
+    except KeyboardInterrupt:
+        pytest.fail(f"the Ctrl-C escaped; the running chain stopped after "
+                    f"{time.perf_counter() - t0:.1f} s, on its own time limit")
+    assert run.interrupted and run.stop[0] == 1
+    assert finished.is_set() and time.perf_counter() - t0 < 5.0

@@ -113,8 +113,13 @@ def run_chains(run, worker, parallel, desc):
 
 def _local(run, worker, ex):
     from ._base import Interrupted
-    futures = [ex.submit(worker, ctx) for ctx in run.ctxs]
+    futures = []
     try:
+        # submitting inside the try: a Ctrl-C that lands between two submits
+        # (a first chain already running) must stop it too, not leave it to
+        # run to its end while the interrupt unwinds
+        for ctx in run.ctxs:
+            futures.append(ex.submit(worker, ctx))
         pending = set(futures)
         while pending:
             done, pending = wait(pending, timeout=0.1, return_when=FIRST_EXCEPTION)
