@@ -373,9 +373,10 @@ def exact_windows(ctx, nuts, trace, a, b, key, hmc_options):
     (``hmc_options``: n_steps, random_n_steps, max_energy_error, the
     sampler's own HMC settings).  The rule compares the surrogate with the
     better of the two and falls back to it (:func:`choose_exact`): NUTS is
-    not always the best exact sampler (fixed-length HMC at NUTS's step size
-    and metric beat NUTS's whole-run min ESS/s 2.0x on the simulated
-    regression, 1.4x on posteriordb's garch11 and 1.2x on eight_schools),
+    not always the best exact sampler (our HMC with its defaults, n_steps
+    10 drawn from 1..10, beat NUTS's whole-run min ESS/s 2.0x on the
+    simulated regression, 1.4x on posteriordb's garch11 and 1.2x on
+    eight_schools),
     and a surrogate that beats NUTS but not HMC has not paid off.  Sets
     ``ctx.exact_windows`` {"nuts": (a, m, seconds, chain), "hmc": ...};
     returns the chain that ran last (its position is the chain's state)."""
