@@ -148,6 +148,7 @@ def test_ctrl_c_between_two_chain_submissions_stops_the_running_chain():
     from fastsurrogate.samplers._executors import _local
 
     started, finished = threading.Event(), threading.Event()
+    seen = {}
     run = SimpleNamespace(ctxs=[0, 1], stop=np.zeros(1, dtype=np.int32), error=None,
                           interrupted=False)
 
@@ -156,8 +157,8 @@ def test_ctrl_c_between_two_chain_submissions_stops_the_running_chain():
         t0 = time.perf_counter()
         while not run.stop[0] and time.perf_counter() - t0 < 10.0:
             time.sleep(0.001)
+        seen["stopped_by_flag"] = bool(run.stop[0])   # not by its own time limit
         finished.set()
-        return run.stop[0]
 
     class Pool(ThreadPoolExecutor):
         def submit(self, fn, ctx):
@@ -166,12 +167,11 @@ def test_ctrl_c_between_two_chain_submissions_stops_the_running_chain():
                 raise KeyboardInterrupt      # Ctrl-C reaches the main thread here
             return super().submit(fn, ctx)
 
-    t0 = time.perf_counter()
     try:
         with Pool(max_workers=2) as ex:
             _local(run, worker, ex)
     except KeyboardInterrupt:
-        pytest.fail(f"the Ctrl-C escaped; the running chain stopped after "
-                    f"{time.perf_counter() - t0:.1f} s, on its own time limit")
+        pytest.fail("the Ctrl-C escaped; the running chain was not stopped "
+                    f"(stopped by the flag: {seen.get('stopped_by_flag')})")
     assert run.interrupted and run.stop[0] == 1
-    assert finished.is_set() and time.perf_counter() - t0 < 5.0
+    assert finished.is_set() and seen["stopped_by_flag"]

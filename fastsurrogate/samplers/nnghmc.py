@@ -589,11 +589,6 @@ class NNGHMC(HMC):
         with ctx.phase("sample"):
             ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
 
-    def _exact_hmc_options(self):
-        """The exact HMC of the no-regret window: this sampler's n_steps."""
-        return {"n_steps": self.n_steps, "random_n_steps": self.random_n_steps,
-                "max_energy_error": self.max_energy_error}
-
     def _explore_options(self):
         if self.explore_with == "nuts":
             return {"algorithm": "nuts", "max_tree_depth": self.max_tree_depth}

@@ -476,11 +476,6 @@ class RNSHMC(HMC):
 
         run.each_chain(worker, run.n_draws, "exact", parallel=self.potential.thread_safe)
 
-    def _exact_hmc_options(self):
-        """The exact HMC of the no-regret window: this sampler's n_steps."""
-        return {"n_steps": self.n_steps, "random_n_steps": self.random_n_steps,
-                "max_energy_error": self.max_energy_error}
-
     def _explore_options(self):
         if self.explore_with == "nuts":
             return {"algorithm": "nuts", "max_tree_depth": self.max_tree_depth}
