@@ -25,6 +25,14 @@
  *     iterate instead of a whole G and its Cholesky factor: a GLM's Fisher
  *     G v = X^T (W(Xq) X v) + P v is one pass over X (O(N d)), G is O(N d^2).
  *     q need not be a point eval was called at.
+ * matvec_exact(state, q):        OPTIONAL with matvec (NULL: the product is
+ *     G(q) v everywhere).  Called after eval at q: nonzero when matvec at q
+ *     computes G(q) v there.  A metric whose cheap product is G v only in a
+ *     region (the network SoftAbs metric, where G = H exactly: fs_metrics.h)
+ *     provides it; a position update solved with products is then kept only
+ *     where it holds at the solution, and is otherwise solved again with
+ *     whole metrics (fs_rmhmc.c).  Either way the step solves eq. 8 for the
+ *     metric G; which route ran is a deterministic function of the state.
  * All return FS_OK or an FS_E* code; non-finite output with FS_OK is
  * treated by the samplers as a divergence.  A metric is NOT assumed
  * thread-safe: one chain uses it at a time.
@@ -43,6 +51,7 @@ typedef int (*fs_metric_contract_fn)(void *state, const double *q, const double 
                                      const double *u, double *tr, double *quad);
 typedef int (*fs_metric_matvec_fn)(void *state, const double *q, const double *v,
                                    double *out);
+typedef int (*fs_metric_matvec_exact_fn)(void *state, const double *q);
 
 typedef struct fs_metric {
     void *state;
@@ -50,6 +59,7 @@ typedef struct fs_metric {
     fs_metric_contract_fn contract;
     int dim;
     fs_metric_matvec_fn matvec;   /* appended; NULL when the metric has none */
+    fs_metric_matvec_exact_fn matvec_exact;   /* appended; NULL: always exact */
 } fs_metric;
 
 #ifdef __cplusplus

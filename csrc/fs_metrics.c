@@ -319,6 +319,32 @@ int fs_network_metric_init(fs_network_metric *s, const fs_network *net, const fs
     s->diagonal = diagonal;
     s->alpha = alpha;
     s->have = 0;
+    if (!diagonal && net->activation != FS_NETWORK_RBF && blas->dgemm != NULL
+        && blas->dgemv != NULL && blas->dtrsm != NULL) {
+        const size_t ns = (size_t)net->n_hidden, dd = (size_t)d;
+        size_t i, j;
+        s->own_fast = malloc(sizeof(double) * (3 * ns * dd + 2 * ns + 4 * dd * dd)
+                             + sizeof(int) * dd);
+        if (s->own_fast == NULL) {
+            fs_network_metric_free(s);
+            return FS_ENOMEM;
+        }
+        s->Y = (double *)s->own_fast;
+        s->Yv = s->Y + ns * dd;
+        s->Tm = s->Yv + ns * dd;
+        s->c3 = s->Tm + ns * dd;
+        s->pv = s->c3 + ns;
+        s->Ew = s->pv + ns;
+        s->R = s->Ew + dd * dd;
+        s->Hs = s->R + dd * dd;
+        s->Lc = s->Hs + dd * dd;
+        s->unsat = (int *)(s->Lc + dd * dd);
+        for (i = 0; i < ns; i++)
+            for (j = 0; j < dd; j++)
+                s->Y[i * dd + j] = net->inv_scale ? net->inv_scale[j] * net->W[i * dd + j]
+                                                  : net->W[i * dd + j];
+        s->fast = 1;
+    }
     return FS_OK;
 }
 
@@ -326,6 +352,9 @@ void fs_network_metric_free(fs_network_metric *s)
 {
     free(s->own);
     s->own = NULL;
+    free(s->own_fast);
+    s->own_fast = NULL;
+    s->fast = 0;
 }
 
 /* The eigen- (or diagonal) decomposition at q, cached. */
@@ -335,6 +364,7 @@ static int softabs_at(fs_network_metric *s, const double *q)
     int i, status, info = 0;
     if (s->have && memcmp(q, s->cq, sizeof(double) * (size_t)d) == 0) return FS_OK;
     s->have = 0;
+    s->have_basis = 0;
     if (s->diagonal) {
         status = fs_network_hessian_diag(s->net, q, s->lam, s->net_work);
     } else {
@@ -343,6 +373,25 @@ static int softabs_at(fs_network_metric *s, const double *q)
         if (status != FS_OK) return status;
         for (i = 0; i < d * d; i++)
             if (!fs_isfinite(s->V[i])) return FS_ENONFINITE;
+        s->sat = 0;
+        if (s->fast && s->blas->dpotrf != NULL) {
+            /* saturated (fs_metrics.h): H - (41 / alpha) I positive definite */
+            const double shift = 41.0 / s->alpha;
+            memcpy(s->Lc, s->V, sizeof(double) * (size_t)d * d);
+            for (i = 0; i < d; i++) s->Lc[(size_t)i * d + i] -= shift;
+            s->blas->dpotrf(&uplo, &d, s->Lc, &d, &info);
+            if (info == 0) {
+                memcpy(s->Hs, s->V, sizeof(double) * (size_t)d * d);
+                memcpy(s->Lc, s->V, sizeof(double) * (size_t)d * d);
+                s->blas->dpotrf(&uplo, &d, s->Lc, &d, &info);
+                if (info != 0) return FS_ELAPACK;
+                memcpy(s->cq, q, sizeof(double) * (size_t)d);
+                s->sat = 1;
+                s->have = 1;
+                return FS_OK;
+            }
+            info = 0;
+        }
         /* symmetric: row- and column-major agree; on return column j of the
            column-major V (V[i + j d]) is the eigenvector of lam[j] */
         s->blas->dsyev(&jobz, &uplo, &d, s->V, &d, s->lam, s->syev_work, &s->lwork, &info);
@@ -371,6 +420,153 @@ static void v_diag_vt(const double *V, const double *c, int d, double *FS_RESTRI
         }
 }
 
+/* J_jk of the Daleckii-Krein formula (fs_metrics.h); exactly 1 when both
+   eigenvalues are in the range where SoftAbs is exactly |l| = l. */
+static double softabs_J(const fs_network_metric *s, int j, int k)
+{
+    const double dl = s->lam[j] - s->lam[k];
+    if (fabs(dl) > 1e-9 * (fabs(s->lam[j]) + fabs(s->lam[k]) + 1e-300))
+        return (s->f[j] - s->f[k]) / dl;
+    return 0.5 * (s->fp[j] + s->fp[k]);
+}
+
+/* The rows in the eigenbasis, the third-derivative coefficients and the
+   rows of J - 1 at the cached position (after softabs_at). */
+static int basis_at(fs_network_metric *s, const double *q)
+{
+    const int d = s->net->dim, ns = s->net->n_hidden;
+    const double one = 1.0, zero = 0.0;
+    const char tr = 'T', nt = 'N';
+    double *mark = s->T;
+    int i, j, l, r, m = 0, status;
+    if (s->have_basis) return FS_OK;
+    status = fs_network_unit_coefs(s->net, q, 3, s->c3, s->net_work);
+    if (status != FS_OK) return status;
+    for (i = 0; i < ns; i++)
+        if (!fs_isfinite(s->c3[i])) return FS_ENONFINITE;
+    if (s->sat) {
+        s->n_unsat = 0;
+        s->have_basis = 1;
+        return FS_OK;
+    }
+    /* Yv (row-major ns x d) = Y V: column-major, Yv^T = V^T Y^T */
+    s->blas->dgemm(&tr, &nt, &d, &ns, &d, &one, s->V, &d, s->Y, &d, &zero, s->Yv, &d);
+    for (j = 0; j < d; j++) {
+        mark[j] = (s->f[j] != s->lam[j] || s->fp[j] != 1.0) ? 1.0 : 0.0;
+        if (mark[j] != 0.0) s->unsat[m++] = j;
+    }
+    /* b^T (J - 1) b = sum_{j unsat} b_j sum_l (J_jl - 1) (2 - [l unsat]) b_l:
+       a pair (j, l) with l saturated is met only from j */
+    for (r = 0; r < m; r++)
+        for (l = 0; l < d; l++)
+            s->Ew[r + (size_t)l * m] = (softabs_J(s, s->unsat[r], l) - 1.0)
+                                       * (mark[l] != 0.0 ? 1.0 : 2.0);
+    s->n_unsat = m;
+    s->have_basis = 1;
+    return FS_OK;
+}
+
+/* out = sum_i pv_i w~_i */
+static void rows_times(const fs_network_metric *s, double *out)
+{
+    const int d = s->net->dim, ns = s->net->n_hidden, inc = 1;
+    const double one = 1.0, zero = 0.0;
+    const char nt = 'N';
+    s->blas->dgemv(&nt, &d, &ns, &one, s->Y, &d, s->pv, &inc, &zero, out, &inc);
+}
+
+static int fast_contract(fs_network_metric *s, const double *q, const double *u,
+                         double *tr, double *quad)
+{
+    const int d = s->net->dim, ns = s->net->n_hidden;
+    int status = basis_at(s, q), i, j, l, r, m;
+    if (status != FS_OK) return status;
+    m = s->n_unsat;
+    if (s->sat) {
+        const int inc = 1;
+        const double one = 1.0, zero = 0.0;
+        const char lo = 'L', nt = 'N', tt = 'T';
+        if (tr) {   /* |L^-1 w~_i|^2 = w~_i^T G^-1 w~_i; Yv as scratch */
+            memcpy(s->Yv, s->Y, sizeof(double) * (size_t)ns * d);
+            s->blas->dtrsm(&lo, &lo, &nt, &nt, &d, &ns, &one, s->Lc, &d, s->Yv, &d);
+            for (i = 0; i < ns; i++) {
+                const double *y = s->Yv + (size_t)i * d;
+                double acc = 0.0;
+                for (j = 0; j < d; j++) acc += y[j] * y[j];
+                s->pv[i] = s->c3[i] * acc;
+            }
+            rows_times(s, tr);
+        }
+        if (quad) {
+            s->blas->dgemv(&tt, &d, &ns, &one, s->Y, &d, u, &inc, &zero, s->pv, &inc);
+            for (i = 0; i < ns; i++) s->pv[i] = s->c3[i] * (s->pv[i] * s->pv[i]);
+            rows_times(s, quad);
+        }
+        return FS_OK;
+    }
+    if (tr) {
+        double *D = s->A;
+        for (j = 0; j < d; j++) D[j] = s->fp[j] / s->f[j];
+        for (i = 0; i < ns; i++) {
+            const double *y = s->Yv + (size_t)i * d;
+            double acc = 0.0;
+            for (j = 0; j < d; j++) acc += D[j] * (y[j] * y[j]);
+            s->pv[i] = s->c3[i] * acc;
+        }
+        rows_times(s, tr);
+    }
+    if (quad) {
+        double *a = s->A;
+        for (j = 0; j < d; j++) {
+            double acc = 0.0;
+            for (i = 0; i < d; i++) acc += s->V[i + (size_t)j * d] * u[i];
+            a[j] = acc;
+        }
+        if (m > 0) {
+            const double one = 1.0, zero = 0.0;
+            const char nt = 'N';
+            for (l = 0; l < d; l++)
+                for (r = 0; r < m; r++)
+                    s->R[r + (size_t)l * m] = a[s->unsat[r]] * s->Ew[r + (size_t)l * m] * a[l];
+            /* Tm (m x ns) = R Yv^T */
+            s->blas->dgemm(&nt, &nt, &m, &ns, &d, &one, s->R, &m, s->Yv, &d, &zero, s->Tm, &m);
+        }
+        for (i = 0; i < ns; i++) {
+            const double *y = s->Yv + (size_t)i * d, *t = s->Tm + (size_t)i * m;
+            double ay = 0.0, v;
+            for (j = 0; j < d; j++) ay += a[j] * y[j];
+            v = ay * ay;
+            for (r = 0; r < m; r++) v += y[s->unsat[r]] * t[r];
+            s->pv[i] = s->c3[i] * v;
+        }
+        rows_times(s, quad);
+    }
+    return FS_OK;
+}
+
+int fs_network_metric_matvec(void *state, const double *q, const double *v, double *out)
+{
+    fs_network_metric *s = (fs_network_metric *)state;
+    const int d = s->net->dim, ns = s->net->n_hidden, inc = 1;
+    const double one = 1.0, zero = 0.0;
+    const char nt = 'N', tt = 'T';
+    double *c2 = s->pv, *yv = s->Tm;   /* scratch of fast_contract (nothing cached) */
+    int i, status;
+    if (!s->fast) return FS_EINVAL;
+    status = fs_network_unit_coefs(s->net, q, 2, c2, s->net_work);
+    if (status != FS_OK) return status;
+    s->blas->dgemv(&tt, &d, &ns, &one, s->Y, &d, v, &inc, &zero, yv, &inc);
+    for (i = 0; i < ns; i++) yv[i] *= c2[i];
+    s->blas->dgemv(&nt, &d, &ns, &one, s->Y, &d, yv, &inc, &zero, out, &inc);
+    return FS_OK;
+}
+
+int fs_network_metric_matvec_exact(void *state, const double *q)
+{
+    const fs_network_metric *s = (const fs_network_metric *)state;
+    return s->have && s->sat && memcmp(q, s->cq, sizeof(double) * (size_t)s->net->dim) == 0;
+}
+
 int fs_network_metric_eval(void *state, const double *q, double *G)
 {
     fs_network_metric *s = (fs_network_metric *)state;
@@ -380,6 +576,8 @@ int fs_network_metric_eval(void *state, const double *q, double *G)
     if (s->diagonal) {
         memset(G, 0, sizeof(double) * (size_t)d * d);
         for (i = 0; i < d; i++) G[(size_t)i * d + i] = s->f[i];
+    } else if (s->sat) {
+        memcpy(G, s->Hs, sizeof(double) * (size_t)d * d);
     } else {
         v_diag_vt(s->V, s->f, d, G);
     }
@@ -406,6 +604,7 @@ int fs_network_metric_contract(void *state, const double *q, const double *Ginv,
         }
         return status;
     }
+    if (s->fast) return fast_contract(s, q, u, tr, quad);
     if (tr) {
         for (i = 0; i < d; i++) s->T[i] = s->fp[i] / s->f[i];
         v_diag_vt(s->V, s->T, d, s->A);
@@ -422,12 +621,7 @@ int fs_network_metric_contract(void *state, const double *q, const double *Ginv,
         }
         for (j = 0; j < d; j++)
             for (k = 0; k <= j; k++) {
-                const double dl = s->lam[j] - s->lam[k];
-                double J;
-                if (fabs(dl) > 1e-9 * (fabs(s->lam[j]) + fabs(s->lam[k]) + 1e-300))
-                    J = (s->f[j] - s->f[k]) / dl;
-                else
-                    J = 0.5 * (s->fp[j] + s->fp[k]);
+                const double J = softabs_J(s, j, k);
                 M[(size_t)j * d + k] = M[(size_t)k * d + j] = J * a[j] * a[k];
             }
         /* B = V M V^T: first VM (row-major d x d) into T after a, then B into A */

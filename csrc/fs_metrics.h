@@ -17,6 +17,22 @@
  * (Daleckii-Krein), hence with the network's contractions tr(A dH_k):
  *   tr(G^{-1} dG_k) = tr(A dH_k),  A = Q diag(f'/f) Q^T
  *   u^T dG_k u      = tr(B dH_k),  B = Q (J o a a^T) Q^T,  a = Q^T u.
+ * For an additive network dH_k = sum_i c_i w~_ik w~_i w~_i^T (c_i = v_i a'''),
+ * so with y_i = Q^T w~_i (one dgemm per position, O(s d^2)):
+ *   tr(G^{-1} dG_k) = sum_i c_i w~_ik sum_j (f'_j / f_j) y_ij^2
+ *   u^T dG_k u      = sum_i c_i w~_ik [ (a . y_i)^2 + b_i^T (J - 1) b_i ],
+ *                     b_i = a o y_i.
+ * J - 1 vanishes exactly between eigenvalues where SoftAbs is exactly |l|
+ * (f = l, f' = 1 in floating point: alpha l > ~20), so its rows are only
+ * those of the m other eigenvalues and the second term costs O(s d m):
+ * O(s d) per fixed-point iterate of eq. 7 at a well-fitted posterior mode,
+ * where the old route (B dense, then tr(B dH_k)) cost O(s d^2 + d^3).
+ * Where a Cholesky factor of H - (41 / alpha) I exists, every eigenvalue has
+ * alpha l > 40, where f(l) = l and f'(l) = 1 exactly (fs_softabs): G = H
+ * itself, J = 1, and no eigendecomposition is needed: G is H, tr(G^-1 dG_k)
+ * = sum_i c_i w~_ik |L^-1 w~_i|^2 (one dtrsm per position, H = L L^T), and
+ * u^T dG_k u = sum_i c_i w~_ik (w~_i . u)^2.  Both routes compute the same G
+ * there (up to rounding); which one runs is a deterministic function of q.
  * Diagonal variant (non-convex U, the paper's PDE example): G = diag(f(h)),
  * h = diag H, with fs_network_third_diag.
  * SoftAbs rather than eigenvalue clipping: clipping has a kink, so G would
@@ -80,12 +96,36 @@ typedef struct fs_network_metric {
     int lwork;
     double *cq, *lam, *V, *f, *fp, *A, *T, *net_work, *syev_work;
     void *own;
+    /* Dense SoftAbs of an additive network (the contraction path below):
+     * the rows w~_i = inv_scale * w_i in the eigenbasis, computed once per
+     * position by one dgemm, make tr(G^-1 dG_k) O(s d) and u^T dG_k u
+     * O(s d (1 + m)), m = the eigenvalues where SoftAbs is not exactly |l|. */
+    int fast;
+    int sat;                  /* at cq: every alpha l > 41, so G = H exactly */
+    int have_basis;           /* c3 (and Yv, Ew, unsat unless sat) valid for cq */
+    double *Hs;               /* dim x dim: H at cq (when sat) */
+    double *Lc;               /* dim x dim: Cholesky factor of H (when sat) */
+    int n_unsat;
+    double *Y;                /* n_hidden x dim, row-major: w~_i */
+    double *Yv;               /* n_hidden x dim, row-major: Q^T w~_i */
+    double *c3;               /* n_hidden: v_i a'''(t_i) at cq */
+    double *pv;               /* n_hidden */
+    double *Ew;               /* n_unsat x dim, column-major: (J - 1) rows, weighted */
+    double *R;                /* n_unsat x dim, column-major */
+    double *Tm;               /* n_unsat x n_hidden, column-major */
+    int *unsat;               /* dim */
+    void *own_fast;
 } fs_network_metric;
 
 int fs_network_metric_init(fs_network_metric *s, const fs_network *net, const fs_blas *blas,
                            int diagonal, double alpha);
 void fs_network_metric_free(fs_network_metric *s);
 int fs_network_metric_eval(void *state, const double *q, double *G);
+/* The product of the saturated route, H(q) v = sum_i c2_i w~_i (w~_i . v)
+ * (O(s d), no Hessian): G(q) v wherever G = H (fs_network_metric_matvec_exact
+ * after eval at q says whether q is such a point).  Only with `fast`. */
+int fs_network_metric_matvec(void *state, const double *q, const double *v, double *out);
+int fs_network_metric_matvec_exact(void *state, const double *q);
 int fs_network_metric_contract(void *state, const double *q, const double *Ginv,
                                const double *u, double *tr, double *quad);
 /* f(l) = l coth(alpha l) and f'(l), accurate for every l (series near 0). */

@@ -1043,6 +1043,36 @@ int fs_network_third_diag(const fs_network *net, const double *q,
     return FS_OK;
 }
 
+/* cf[i] = v_i a^(order)(t_i) over all units (additive networks). */
+FS_CLONES
+static void fs__unit_coefs_kernel(const fs_network *net, const double *x, int order,
+                                  double *FS_RESTRICT cf)
+{
+    const int s = net->n_hidden;
+    double t[FS__B], c[FS__B], il2[FS__B];
+    int i0, b;
+    for (i0 = 0; i0 < s; i0 += FS__B) {
+        const int nb = s - i0 < FS__B ? s - i0 : FS__B;
+        fs__pre_block(net, x, i0, nb, t);
+        fs__coef_order(net, i0, nb, t, order, c, il2);
+        for (b = 0; b < nb; b++) cf[i0 + b] = c[b];
+    }
+}
+
+int fs_network_unit_coefs(const fs_network *net, const double *q, int order,
+                          double *FS_RESTRICT cf, double *FS_RESTRICT work)
+{
+    double *w;
+    if (fs__check(net) != FS_OK || q == NULL || cf == NULL) return FS_EINVAL;
+    if (net->activation == FS_NETWORK_RBF || (order != 2 && order != 3)) return FS_EINVAL;
+    w = fs__work(net, work);
+    if (w == NULL) return FS_ENOMEM;
+    fs__standardise(net, q, w);
+    fs__unit_coefs_kernel(net, w, order, cf);
+    fs__unwork(net, work, w);
+    return FS_OK;
+}
+
 int fs_network_features(const fs_network *net, size_t n, const double *Q,
                         double *FS_RESTRICT H, double *FS_RESTRICT work)
 {

@@ -154,6 +154,14 @@ int fs_network_third_diag(const fs_network *net, const double *q,
                           const double *a, double *FS_RESTRICT out,
                           double *FS_RESTRICT work);
 
+/* cf[i] = v_i a^(order)(t_i), i < n_hidden, t_i = w_i . x + d_i: the unit
+ * coefficients of the Hessian (order 2: hess = sum_i cf_i w~_i w~_i^T) and of
+ * the third derivatives (order 3), for callers that contract them with their
+ * own dense algebra (the SoftAbs metric, fs_metrics.c).  Additive networks
+ * only (FS_EINVAL for RBF or another order).  Cost O(n_hidden dim). */
+int fs_network_unit_coefs(const fs_network *net, const double *q, int order,
+                          double *FS_RESTRICT cf, double *FS_RESTRICT work);
+
 /* Hidden-layer features of n points: H[p*n_hidden + i] = a_i(x_p) for the
  * rows q_p of Q (n*dim, row-major).  H is the design matrix of the ELM
  * least-squares fit of the output weights (RNS-HMC, Alg. 3). */

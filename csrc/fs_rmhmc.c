@@ -291,8 +291,14 @@ static int one_step(const fs_rmhmc_config *cfg, double eps, const fs_potential *
         if (status == FS_OK) {
             status = metric_at(metric, pt->q, pt->L, pt->Ginv, &pt->logdet, tmp, d);
             if (status != FS_OK) return status;
-            symv(pt->Ginv, d, x, v1);
-            conv = 1;
+            if (metric->matvec_exact != NULL && !metric->matvec_exact(metric->state, pt->q)) {
+                /* the products were not G(q') v at q': whole metrics below,
+                   from the products' solution (G at it is known; where G and
+                   the product's matrix differ little, one iterate confirms it) */
+            } else {
+                symv(pt->Ginv, d, x, v1);
+                conv = 1;
+            }
         } else if (status != FS_RMHMC_NOT_CONVERGED && status != FS_ENONFINITE) {
             return status;
         } else {   /* the Richardson step did not contract: whole metrics below */

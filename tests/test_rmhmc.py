@@ -180,6 +180,95 @@ def test_softabs_network_metric_finite_differences(diagonal):
     check_contractions(M, q, np.array([0.7, -0.2, 0.4]))
 
 
+def scaled_network(scale, alpha=1.0):
+    """small_network's fit to scale * U: its Hessian, so its eigenvalues, scale with it."""
+    rng = np.random.default_rng(4)
+    Q = rng.normal(size=(400, 3)) / np.sqrt(scale)
+    U = scale * (0.5 * np.sum(Q ** 2 * [1.0, 2.0, 0.5], axis=1) + 0.3 * Q[:, 0] * Q[:, 1] ** 2)
+    net = train_random_network(Q, U, n_hidden=80, activation="softplus", ridge=1e-8,
+                               standardize=True, input_scale=1.0, seed=3)
+    return net, SoftAbsMetric(net, alpha=alpha)
+
+
+def softabs_reference(net, q, alpha, u):
+    """G, dG/dq_k and the two contractions of the SoftAbs metric of a softplus
+    network in NumPy: Hessian and third derivatives from the weights,
+    Daleckii-Krein for the derivative of the matrix function."""
+    shift = np.zeros(len(q)) if net.shift is None else net.shift
+    scale = np.ones(len(q)) if net.scale is None else net.scale
+    Wt = net.W / scale
+    t = Wt @ (q - shift) + net.bias
+    sg = 1.0 / (1.0 + np.exp(-t))
+    a2 = sg * (1 - sg)
+    a3 = a2 * (1 - 2 * sg)
+    v = net.output_weights
+    H = (Wt.T * (v * a2)) @ Wt
+    dH = np.einsum("i,ik,ij,il->kjl", v * a3, Wt, Wt, Wt)
+    lam, V = np.linalg.eigh(H)
+    f, fp = softabs(lam, alpha)
+    dl = lam[:, None] - lam[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        J = np.where(np.abs(dl) > 1e-9 * (np.abs(lam[:, None]) + np.abs(lam[None, :])),
+                     (f[:, None] - f[None, :]) / dl, 0.5 * (fp[:, None] + fp[None, :]))
+    G = (V * f) @ V.T
+    dG = np.array([V @ (J * (V.T @ dHk @ V)) @ V.T for dHk in dH])
+    tr = np.einsum("kij,ij->k", dG, np.linalg.inv(G))
+    quad = np.einsum("kij,i,j->k", dG, u, u)
+    return H, lam, G, dG, tr, quad
+
+
+@pytest.mark.parametrize("regime, scale", [("unsaturated", 1.0), ("mixed", 30.0),
+                                           ("saturated", 400.0)])
+def test_softabs_network_metric_in_each_regime(regime, scale):
+    """The dense SoftAbs metric computes its contractions through the rows in
+    the eigenbasis, with J - 1 only for the eigenvalues where SoftAbs is not
+    exactly |l| (mixed, unsaturated), or, where every alpha l > 41, as G = H
+    with no eigendecomposition (saturated).  Each route against a NumPy
+    reference, finite differences, and its product against G v."""
+    alpha = 1.0
+    net, M = scaled_network(scale, alpha)
+    q = np.array([0.3, -0.4, 0.2]) / np.sqrt(scale)
+    u = np.array([0.7, -0.2, 0.4]) / np.sqrt(scale)
+    H, lam, G_ref, dG, tr_ref, quad_ref = softabs_reference(net, q, alpha, u)
+    np.testing.assert_allclose(net.hessian(q), H, rtol=0, atol=1e-11 * np.abs(H).max())
+    if regime == "unsaturated":
+        assert alpha * lam.max() < 20
+    elif regime == "mixed":
+        assert alpha * lam.min() < 20 and alpha * lam.max() > 41
+    else:
+        assert alpha * lam.min() > 41
+    G = M(q)
+    np.testing.assert_allclose(G, G_ref, rtol=0, atol=1e-12 * np.abs(G_ref).max())
+    if regime == "saturated":
+        np.testing.assert_array_equal(G, net.hessian(q))     # G is H itself there
+    tr, quad = M.contract(q, u)
+    np.testing.assert_allclose(tr, tr_ref, rtol=0, atol=1e-10 * np.abs(tr_ref).max())
+    np.testing.assert_allclose(quad, quad_ref, rtol=0, atol=1e-10 * np.abs(quad_ref).max())
+    check_contractions(M, q, u)
+    w = np.array([1.0, -2.0, 0.5])
+    np.testing.assert_allclose(M.matvec(q, w), G_ref @ w, rtol=0,
+                               atol=1e-12 * np.abs(G_ref).max() * np.abs(w).max())
+
+
+@pytest.mark.parametrize("regime, scale", [("mixed", 30.0), ("saturated", 400.0)])
+def test_softabs_position_update_by_products_matches_whole_metrics(regime, scale):
+    """eq. 8 with the network metric's O(s d) products (kept only where G = H
+    at the solution; otherwise solved again with whole metrics) and with whole
+    metrics (the same G and dG through CallableMetric) give the same step."""
+    net, M = scaled_network(scale)
+    C = CallableMetric(lambda q: softabs_reference(net, q, 1.0, np.zeros(3))[2],
+                       lambda q: softabs_reference(net, q, 1.0, np.zeros(3))[3], 3)
+    q = np.array([0.3, -0.4, 0.2]) / np.sqrt(scale)
+    p = np.array([0.8, -0.5, 0.3]) * np.sqrt(scale)
+    out = []
+    for metric in (M, C):
+        chain = RMChain(net, metric, None, None, q, np.random.default_rng(0),
+                        max_fixed_point=200, fixed_point_tol=1e-13)
+        out.append(chain.leapfrog(q, p, 0.2, 3))
+    np.testing.assert_allclose(out[0][0], out[1][0], rtol=0, atol=1e-10 / np.sqrt(scale))
+    np.testing.assert_allclose(out[0][1], out[1][1], rtol=0, atol=1e-9 * np.abs(p).max())
+
+
 def test_callable_metric_contractions():
     A = np.array([[2.0, 0.3, 0.0], [0.3, 1.0, 0.1], [0.0, 0.1, 1.5]])
     Gf = lambda q: A * np.exp(q[0]) + np.diag(q ** 2)
@@ -196,7 +285,7 @@ def lf_map(chain, eps, n):
     return f
 
 
-@pytest.mark.parametrize("kind", ["fisher", "softabs"])
+@pytest.mark.parametrize("kind", ["fisher", "softabs", "softabs-saturated"])
 def test_generalized_leapfrog_reversible_and_volume_preserving(kind):
     if kind == "fisher":
         m = glm("logistic", n=2000, d=3)
@@ -204,10 +293,15 @@ def test_generalized_leapfrog_reversible_and_volume_preserving(kind):
         q = np.array([0.2, -0.1, 0.4])
         p = np.array([3.0, -2.0, 1.5])
         eps = 0.1
-    else:
+    elif kind == "softabs":
         pot, M = small_network(False)
         q = np.array([0.3, -0.4, 0.2])
         p = np.array([0.8, -0.5, 0.3])
+        eps = 0.2
+    else:   # G = H along the trajectory: eq. 8 by the network's O(s d) products
+        pot, M = scaled_network(400.0)
+        q = np.array([0.3, -0.4, 0.2]) / 20.0
+        p = np.array([0.8, -0.5, 0.3]) * 20.0
         eps = 0.2
     chain = RMChain(pot, M, None, None, q, np.random.default_rng(0), max_fixed_point=200,
                     fixed_point_tol=1e-15)

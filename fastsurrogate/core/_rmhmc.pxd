@@ -9,18 +9,20 @@ cdef extern from "fs_metric.h" nogil:
                                           double *quad) noexcept nogil
     ctypedef int (*fs_metric_matvec_fn)(void *state, const double *q, const double *v,
                                         double *out) noexcept nogil
+    ctypedef int (*fs_metric_matvec_exact_fn)(void *state, const double *q) noexcept nogil
     ctypedef struct fs_metric:
         void *state
         fs_metric_eval_fn eval
         fs_metric_contract_fn contract
         int dim
         fs_metric_matvec_fn matvec
+        fs_metric_matvec_exact_fn matvec_exact
 
 cdef extern from "fs_metrics.h" nogil:
     ctypedef struct fs_glm_metric:
         pass
     ctypedef struct fs_network_metric:
-        pass
+        int fast
     int fs_glm_metric_eval(void *state, const double *q, double *G)
     int fs_glm_metric_contract(void *state, const double *q, const double *Ginv,
                                const double *u, double *tr, double *quad)
@@ -30,6 +32,8 @@ cdef extern from "fs_metrics.h" nogil:
     int fs_network_metric_contract(void *state, const double *q, const double *Ginv,
                                    const double *u, double *tr, double *quad)
     void fs_network_metric_free(fs_network_metric *s)
+    int fs_network_metric_matvec(void *state, const double *q, const double *v, double *out)
+    int fs_network_metric_matvec_exact(void *state, const double *q)
     void fs_glm_metric_free(fs_glm_metric *s)
     void fs_softabs(double l, double alpha, double *f, double *fp)
 

@@ -117,7 +117,9 @@ cdef class Metric:
 
     def matvec(self, q, v):
         """G(q) v, shape ``(dim,)``, by the metric's product (one pass over the
-        data for :class:`FisherMetric`); TypeError for a metric without one.
+        data for :class:`FisherMetric`; O(s d) for a dense :class:`SoftAbsMetric`
+        of an additive network where G = H, G(q) @ v elsewhere); TypeError for
+        a metric without one.
 
         Example: ``FisherMetric(model).matvec(q, v)`` equals ``M(q) @ v``.
         """
@@ -132,6 +134,11 @@ cdef class Metric:
                                      <const double *>cnp.PyArray_DATA(va),
                                      <double *>cnp.PyArray_DATA(out))
         self.check_status(status)
+        if self.met.matvec_exact != NULL:
+            # the product is G(q) v only where the metric says so after eval at q
+            G = self(q)
+            if not self.met.matvec_exact(self.met.state, <const double *>cnp.PyArray_DATA(qa)):
+                return G @ va
         return out
 
 
@@ -212,6 +219,10 @@ cdef class SoftAbsMetric(Metric):
         self.met.eval = fs_network_metric_eval
         self.met.contract = fs_network_metric_contract
         self.met.dim = network.pot.dim
+        if self.nm.fast:
+            # H(q) v in O(s d), exact where G = H (fs_metrics.h): eq. 8 by products
+            self.met.matvec = fs_network_metric_matvec
+            self.met.matvec_exact = fs_network_metric_matvec_exact
 
     def __dealloc__(self):
         if self.ready:
