@@ -94,19 +94,117 @@ static double max_abs_diff(const double *a, const double *b, int d, double *amax
     return m;
 }
 
+/* ---- Anderson acceleration of the fixed-point iterations ------------------ */
+/* x <- g(x) (eq. 7 in the momentum, eq. 8's Richardson step in G(q')^-1 p_h)
+   contracts linearly, by a factor O(eps) per iterate, so reaching the
+   tolerance takes 7-13 iterates at the paper's steps.  Anderson
+   acceleration (Walker & Ni 2011) of depth AA_DEPTH takes
+   x_{k+1} = g_k - sum_j gamma_j (g_j - g_{j-1}) with gamma minimising
+   |f_k - sum_j gamma_j (f_j - f_{j-1})|, f = g(x) - x.  The convergence test
+   is unchanged (|f_k| against the tolerance, then x = g(x_k)), so the
+   solution, and the step's reversibility, are those of the plain
+   iteration; the iterates are a deterministic function of the step's
+   inputs.  An ill-conditioned least-squares system restarts from a plain
+   step. */
+#define AA_DEPTH 2
+
+typedef struct fs_aa {
+    double *dF, *dG, *f0, *g0, *f;
+    int n, head, have, d;
+} fs_aa;
+
+static void aa_start(fs_aa *a, double *buf, int d)
+{
+    a->dF = buf;
+    a->dG = buf + AA_DEPTH * (size_t)d;
+    a->f0 = buf + 2 * AA_DEPTH * (size_t)d;
+    a->g0 = a->f0 + d;
+    a->f = a->g0 + d;
+    a->n = a->head = a->have = 0;
+    a->d = d;
+}
+
+/* in: x = x_k, g = g(x_k); out: x = x_{k+1} */
+static void aa_next(fs_aa *a, double *FS_RESTRICT x, const double *FS_RESTRICT g)
+{
+    const int d = a->d;
+    double A[AA_DEPTH * AA_DEPTH], b[AA_DEPTH], gam[AA_DEPTH];
+    double *f = a->f;
+    int i, j, l, n;
+    for (i = 0; i < d; i++) f[i] = g[i] - x[i];
+    if (a->have) {
+        double *df = a->dF + (size_t)a->head * d, *dg = a->dG + (size_t)a->head * d;
+        for (i = 0; i < d; i++) {
+            df[i] = f[i] - a->f0[i];
+            dg[i] = g[i] - a->g0[i];
+        }
+        a->head = (a->head + 1) % AA_DEPTH;
+        if (a->n < AA_DEPTH) a->n++;
+    }
+    memcpy(a->f0, f, sizeof(double) * (size_t)d);
+    memcpy(a->g0, g, sizeof(double) * (size_t)d);
+    a->have = 1;
+    n = a->n;
+    /* normal equations of the n <= AA_DEPTH columns, solved by Cholesky */
+    for (j = 0; j < n; j++) {
+        const double *dj = a->dF + (size_t)j * d;
+        double s = 0.0;
+        for (i = 0; i < d; i++) s += dj[i] * f[i];
+        b[j] = s;
+        for (l = 0; l <= j; l++) {
+            const double *dl = a->dF + (size_t)l * d;
+            double t = 0.0;
+            for (i = 0; i < d; i++) t += dj[i] * dl[i];
+            A[j * AA_DEPTH + l] = t;
+        }
+    }
+    for (j = 0; j < n; j++) {
+        double s = A[j * AA_DEPTH + j] * (1.0 + 1e-10);
+        for (l = 0; l < j; l++) s -= A[j * AA_DEPTH + l] * A[j * AA_DEPTH + l];
+        if (!(s > 1e-14 * A[j * AA_DEPTH + j]) || !(s > 0.0)) { n = 0; break; }
+        A[j * AA_DEPTH + j] = sqrt(s);
+        for (i = j + 1; i < n; i++) {
+            double t = A[i * AA_DEPTH + j];
+            for (l = 0; l < j; l++) t -= A[i * AA_DEPTH + l] * A[j * AA_DEPTH + l];
+            A[i * AA_DEPTH + j] = t / A[j * AA_DEPTH + j];
+        }
+    }
+    if (n == 0) {   /* no history, or a degenerate one: a plain step, history reset */
+        a->n = a->head = 0;
+        memcpy(x, g, sizeof(double) * (size_t)d);
+        return;
+    }
+    for (j = 0; j < n; j++) {
+        double t = b[j];
+        for (l = 0; l < j; l++) t -= A[j * AA_DEPTH + l] * gam[l];
+        gam[j] = t / A[j * AA_DEPTH + j];
+    }
+    for (j = n - 1; j >= 0; j--) {
+        double t = gam[j];
+        for (l = j + 1; l < n; l++) t -= A[l * AA_DEPTH + j] * gam[l];
+        gam[j] = t / A[j * AA_DEPTH + j];
+    }
+    for (i = 0; i < d; i++) {
+        double t = g[i];
+        for (j = 0; j < n; j++) t -= gam[j] * a->dG[(size_t)j * d + i];
+        x[i] = t;
+    }
+}
+
 /* ---- workspace ---------------------------------------------------------- */
 /* layout: proposal point (3 dim + 3 dim^2), p, z (2 dim), leapfrog scratch
    (11 dim), tmp (dim^2). */
 size_t fs_rmhmc_workspace_size(int dim)
 {
     const size_t d = (size_t)(dim > 0 ? dim : 1);
-    return 4 * d * d + 19 * d;
+    return 4 * d * d + 19 * d + (2 * AA_DEPTH + 3) * d;
 }
 
 #define W_PROP(w, d) (w)
 #define W_P(w, d) ((w) + 3 * (size_t)(d) + 3 * (size_t)(d) * (d))
 #define W_LF(w, d) (W_P(w, d) + 2 * (size_t)(d))
 #define W_TMP(w, d) (W_LF(w, d) + 11 * (size_t)(d))
+#define W_AA(w, d) (W_TMP(w, d) + (size_t)(d) * (d))
 
 static int same_potential(const fs_potential *a, const fs_potential *b)
 {
@@ -216,12 +314,14 @@ static void momentum_update(const double *p0, double h, const double *grad, cons
 static int position_matvec(const fs_rmhmc_config *cfg, double eps, const fs_metric *metric,
                            fs_rmhmc_point *pt, const double *x, const double *v0,
                            const double *q0, double *FS_RESTRICT y, double *FS_RESTRICT r,
-                           double *FS_RESTRICT dy, int *fp_iter)
+                           double *FS_RESTRICT dy, double *aa_buf, int *fp_iter)
 {
     const int d = cfg->dim, maxit = cfg->max_fixed_point;
     const double half = 0.5 * eps, tol = cfg->fixed_point_tol;
     double diff, amax;
     int k, i, status;
+    fs_aa aa;
+    aa_start(&aa, aa_buf, d);
     memcpy(y, v0, sizeof(double) * (size_t)d);
     for (k = 0; k < maxit; k++) {
         status = metric->matvec(metric->state, pt->q, y, r);
@@ -229,18 +329,24 @@ static int position_matvec(const fs_rmhmc_config *cfg, double eps, const fs_metr
         if (fp_iter) (*fp_iter)++;
         for (i = 0; i < d; i++) r[i] = x[i] - r[i];
         symv(pt->Ginv, d, r, dy);
+        /* dy = g(y) - y; the q of g(y) moves by eps/2 dy from the q of y */
         diff = 0.0;
         amax = 0.0;
         for (i = 0; i < d; i++) {
             const double qn = q0[i] + half * (v0[i] + y[i] + dy[i]);
-            const double e = fabs(qn - pt->q[i]), a = fabs(qn);
-            y[i] += dy[i];
+            const double e = fabs(half * dy[i]), a = fabs(qn);
             if (e > diff || e != e) diff = e;
             if (a > amax) amax = a;
-            pt->q[i] = qn;
+            dy[i] += y[i];                       /* dy is g(y) from here */
         }
+        if (diff <= tol * (1.0 + amax)) {        /* y' = g(y), as the plain iteration */
+            memcpy(y, dy, sizeof(double) * (size_t)d);
+            for (i = 0; i < d; i++) pt->q[i] = q0[i] + half * (v0[i] + y[i]);
+            return fs_hmc_all_finite(pt->q, d) ? FS_OK : FS_ENONFINITE;
+        }
+        aa_next(&aa, y, dy);
+        for (i = 0; i < d; i++) pt->q[i] = q0[i] + half * (v0[i] + y[i]);
         if (!fs_hmc_all_finite(pt->q, d)) return FS_ENONFINITE;
-        if (diff <= tol * (1.0 + amax)) return FS_OK;
     }
     return FS_RMHMC_NOT_CONVERGED;
 }
@@ -252,8 +358,8 @@ static int position_matvec(const fs_rmhmc_config *cfg, double eps, const fs_metr
    pass over the data.  The fixed point (and so the step) is the same. */
 static int one_step(const fs_rmhmc_config *cfg, double eps, const fs_potential *drive,
                     const fs_metric *metric, fs_rmhmc_point *pt, double *FS_RESTRICT p,
-                    double *FS_RESTRICT lf, double *FS_RESTRICT tmp, int want_value,
-                    int prev, int *fp_iter)
+                    double *FS_RESTRICT lf, double *FS_RESTRICT tmp, double *aa_buf,
+                    int want_value, int prev, int *fp_iter)
 {
     const int d = cfg->dim, maxit = cfg->max_fixed_point;
     const double half = 0.5 * eps, tol = cfg->fixed_point_tol;
@@ -262,12 +368,14 @@ static int one_step(const fs_rmhmc_config *cfg, double eps, const fs_potential *
     double *y = lf + 7 * (size_t)d, *r = lf + 8 * (size_t)d, *dy = lf + 9 * (size_t)d;
     double amax, diff, u_end = NAN;
     int k, status, conv = 0;
+    fs_aa aa;
 
     /* eq. 7: p_h = p - eps/2 dH/dq(q, p_h), by fixed-point iteration */
     if (prev)
         momentum_update(p, half, pt->grad, pt->tr, quad, x, d);
     else
         memcpy(x, p, sizeof(double) * (size_t)d);
+    aa_start(&aa, aa_buf, d);
     for (k = 0; k < maxit; k++) {
         symv(pt->Ginv, d, x, u);
         status = metric->contract(metric->state, pt->q, pt->Ginv, u, NULL, quad);
@@ -275,9 +383,14 @@ static int one_step(const fs_rmhmc_config *cfg, double eps, const fs_potential *
         momentum_update(p, half, pt->grad, pt->tr, quad, xn, d);
         if (fp_iter) (*fp_iter)++;
         diff = max_abs_diff(xn, x, d, &amax);
-        memcpy(x, xn, sizeof(double) * (size_t)d);
+        if (diff <= tol * (1.0 + amax)) {        /* x = g(x), as the plain iteration */
+            memcpy(x, xn, sizeof(double) * (size_t)d);
+            if (!fs_hmc_all_finite(x, d)) return FS_ENONFINITE;
+            conv = 1;
+            break;
+        }
+        aa_next(&aa, x, xn);
         if (!fs_hmc_all_finite(x, d)) return FS_ENONFINITE;
-        if (diff <= tol * (1.0 + amax)) { conv = 1; break; }
     }
     if (!conv) return FS_RMHMC_NOT_CONVERGED;
 
@@ -287,7 +400,7 @@ static int one_step(const fs_rmhmc_config *cfg, double eps, const fs_potential *
     for (k = 0; k < d; k++) pt->q[k] = q0[k] + eps * v0[k];
     conv = 0;
     if (metric->matvec != NULL) {
-        status = position_matvec(cfg, eps, metric, pt, x, v0, q0, y, r, dy, fp_iter);
+        status = position_matvec(cfg, eps, metric, pt, x, v0, q0, y, r, dy, aa_buf, fp_iter);
         if (status == FS_OK) {
             status = metric_at(metric, pt->q, pt->L, pt->Ginv, &pt->logdet, tmp, d);
             if (status != FS_OK) return status;
@@ -346,7 +459,7 @@ int fs_rmhmc_leapfrog(const fs_rmhmc_config *cfg, double eps, int n_steps,
     int s, status;
     for (s = 1; s <= n_steps; s++) {
         status = one_step(cfg, eps, drive, metric, pt, p, W_LF(work, d), W_TMP(work, d),
-                          s == n_steps, s > 1, fp_iter);
+                          W_AA(work, d), s == n_steps, s > 1, fp_iter);
         if (status != FS_OK) return status;
     }
     return FS_OK;
