@@ -192,6 +192,14 @@ cdef class SoftAbsMetric(Metric):
     l = 0; eigenvalue clipping was not used because its kink makes G
     non-differentiable, and the generalized leapfrog needs dG.
 
+    Cost (dense, softplus / sigmoid / tanh units; s units, d inputs): G at
+    a position O(s d^2) (the Hessian) plus an eigendecomposition, and each
+    contraction of the fixed points O(s d) through the rows in the
+    eigenbasis.  Where every alpha l > 41 (a Cholesky factor of
+    H - (41/alpha) I exists), SoftAbs is |l| = l exactly in floating point
+    and G is H itself: no eigendecomposition, and ``matvec`` (H v, O(s d))
+    solves the position update.  See csrc/fs_metrics.h.
+
     Parameters
     ----------
     network : RandomNetwork
