@@ -254,6 +254,11 @@ def _rem(res, budget, burn_in, truth, norm):
     return len(used), rem, float(clock[-1])
 
 
+
+def _options_text(options):
+    """", k=v, ..." of a sampler's extra options for the report ("" for none)."""
+    return ", " + ", ".join(f"{k}={v}" for k, v in options.items()) if options else ""
+
 def _one_problem(name, args, budgets):
     from . import _rns_fig7 as f7
     from ._report import markdown_table
@@ -379,8 +384,7 @@ def _one_problem(name, args, budgets):
          f"metric, adapt=False; start at {'beta = 0' if name == 'sim' else 'the MAP'}; seed "
          f"{args.seed}",
          f"- ARNS-HMC: n_start = {args.n_start}, n_hidden = {args.n_hidden} (softplus"
-         + (", " + ", ".join(f"{k}={v}" for k, v in args.arns_options.items())
-            if args.arns_options else "")
+         + _options_text(args.arns_options)
          + f"), exploration = {args.explore} exact iterations (HMC uses the same "
          f"{args.explore} as burn-in; the two exploration chains are "
          f"{'identical' if same_explore else 'NOT identical'}), update_every = "
@@ -389,8 +393,7 @@ def _one_problem(name, args, budgets):
             f"{arns.info['adaptation_stopped'][0]})" if args.max_points else "for the whole run"),
          (f"- RNS-HMC (Algorithm 3, no_regret=False, no guard): {args.rns_explore} exact "
           f"exploration iterations, the network (s = {args.n_hidden}"
-          + (", " + ", ".join(f"{k}={v}" for k, v in args.rns_options.items())
-             if args.rns_options else "")
+          + _options_text(args.rns_options)
           + f") trained once on the states after the first 20 %: exploration "
           f"{rns.timings.get('warmup', 0):.2f} s + training {rns.timings.get('train', 0):.2f} s, "
           f"{rns.n_draws} draws at {phase_times(rns)[1] * 1e3:.2f} ms/iter, acceptance "

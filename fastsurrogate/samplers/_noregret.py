@@ -97,6 +97,13 @@ MAX_TRIAL_ROUNDS = 8      # rounds of trial_length iterations a trial may run (e
 DEFAULT = True
 
 
+def explore_options(sampler):
+    """Chain options of a surrogate sampler's exact exploration (NUTS or HMC)."""
+    if sampler.explore_with == "nuts":
+        return {"algorithm": "nuts", "max_tree_depth": sampler.max_tree_depth}
+    return {}
+
+
 def resolve(no_regret, explore):
     """The samplers' ``no_regret`` / ``explore`` arguments -> (no_regret,
     explore, defaulted): None takes :data:`DEFAULT`; the exploration kernel

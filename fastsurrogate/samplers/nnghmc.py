@@ -468,7 +468,7 @@ class NNGHMC(HMC):
                 ctx.recorder.active = False
                 ctx.exact = ctx.chain = self.make_chain(ctx.q0, ctx.generator,
                                                         drive=ctx.recorder, judge=ctx.recorder,
-                                                        **self._explore_options())
+                                                        **_noregret.explore_options(self))
             ctx.recorder.active = record
             with ctx.phase("warmup"), ctx.phase("explore" if record else "burn_in"):
                 t0 = time.perf_counter()
@@ -573,7 +573,7 @@ class NNGHMC(HMC):
         """The kept draws: network-driven after a switch, else exact HMC."""
         if ctx.exact is None:               # n_warmup == 0 with a given surrogate
             ctx.exact = ctx.chain = self.make_chain(ctx.q0, ctx.generator,
-                                                    **self._explore_options())
+                                                    **_noregret.explore_options(self))
         if switched:
             if ctx.chain.drive is not ctx.run.net:
                 ctx.chain = self._trial_chain(ctx.chain, ctx.run.net)
@@ -581,18 +581,13 @@ class NNGHMC(HMC):
             # the better exact sampler of the no-regret window (NUTS or HMC;
             # _noregret.choose_exact), at the exploration's step size and metric
             options = ({} if getattr(ctx, "exact_name", None) == "HMC"
-                       else self._explore_options())
+                       else _noregret.explore_options(self))
             chain = self.make_chain(ctx.chain.position, ctx.generator, **options)
             chain.step_size = ctx.exact.step_size
             chain.set_inv_metric(ctx.exact.inv_metric)
             ctx.chain = chain
         with ctx.phase("sample"):
             ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
-
-    def _explore_options(self):
-        if self.explore_with == "nuts":
-            return {"algorithm": "nuts", "max_tree_depth": self.max_tree_depth}
-        return {}
 
     def _training_set(self, run, seed, j):
         Q = np.concatenate([c.recorder.points()[0] for c in run.ctxs])

@@ -344,7 +344,7 @@ class RNSHMC(HMC):
 
     def explore(self, ctx):
         """Exact HMC: adaptation on the first half (when adapting), then fixed."""
-        ctx.chain = self.make_chain(ctx.q0, ctx.generator, **self._explore_options())
+        ctx.chain = self.make_chain(ctx.q0, ctx.generator, **_noregret.explore_options(self))
         n_warmup = ctx.run.n_warmup
         n_adapt = self._n_adapt(n_warmup)
         with ctx.phase("warmup"):
@@ -475,11 +475,6 @@ class RNSHMC(HMC):
                 ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
 
         run.each_chain(worker, run.n_draws, "exact", parallel=self.potential.thread_safe)
-
-    def _explore_options(self):
-        if self.explore_with == "nuts":
-            return {"algorithm": "nuts", "max_tree_depth": self.max_tree_depth}
-        return {}
 
     def start_transitions(self, ctx, drive):
         """The sampling chain with surrogate transitions, tuned before the kept draws."""
