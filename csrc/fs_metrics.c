@@ -375,8 +375,8 @@ static int softabs_at(fs_network_metric *s, const double *q)
             if (!fs_isfinite(s->V[i])) return FS_ENONFINITE;
         s->sat = 0;
         if (s->fast && s->blas->dpotrf != NULL) {
-            /* saturated (fs_metrics.h): H - (41 / alpha) I positive definite */
-            const double shift = 41.0 / s->alpha;
+            /* saturated (fs_metrics.h): H - (20 / alpha) I positive definite */
+            const double shift = 20.0 / s->alpha;
             memcpy(s->Lc, s->V, sizeof(double) * (size_t)d * d);
             for (i = 0; i < d; i++) s->Lc[(size_t)i * d + i] -= shift;
             s->blas->dpotrf(&uplo, &d, s->Lc, &d, &info);

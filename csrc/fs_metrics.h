@@ -27,9 +27,11 @@
  * those of the m other eigenvalues and the second term costs O(s d m):
  * O(s d) per fixed-point iterate of eq. 7 at a well-fitted posterior mode,
  * where the old route (B dense, then tr(B dH_k)) cost O(s d^2 + d^3).
- * Where a Cholesky factor of H - (41 / alpha) I exists, every eigenvalue has
- * alpha l > 40, where f(l) = l and f'(l) = 1 exactly (fs_softabs): G = H
- * itself, J = 1, and no eigendecomposition is needed: G is H, tr(G^-1 dG_k)
+ * Where a Cholesky factor of H - (20 / alpha) I exists, every eigenvalue has
+ * alpha l > 20, where SoftAbs is l to below rounding: l coth(alpha l) - l <
+ * 2 l e^-40 (1e-17 relative; fs_softabs returns l itself, tanh being 1.0
+ * in double) and |f'(l) - 1| < 4e-16.  There G = H itself, J = 1, and no
+ * eigendecomposition is needed: G is H, tr(G^-1 dG_k)
  * = sum_i c_i w~_ik |L^-1 w~_i|^2 (one dtrsm per position, H = L L^T), and
  * u^T dG_k u = sum_i c_i w~_ik (w~_i . u)^2.  Both routes compute the same G
  * there (up to rounding); which one runs is a deterministic function of q.
@@ -101,7 +103,7 @@ typedef struct fs_network_metric {
      * position by one dgemm, make tr(G^-1 dG_k) O(s d) and u^T dG_k u
      * O(s d (1 + m)), m = the eigenvalues where SoftAbs is not exactly |l|. */
     int fast;
-    int sat;                  /* at cq: every alpha l > 41, so G = H exactly */
+    int sat;                  /* at cq: every alpha l > 20, so G = H (fs_metrics.h) */
     int have_basis;           /* c3 (and Yv, Ew, unsat unless sat) valid for cq */
     double *Hs;               /* dim x dim: H at cq (when sat) */
     double *Lc;               /* dim x dim: Cholesky factor of H (when sat) */

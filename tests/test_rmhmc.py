@@ -155,6 +155,13 @@ def test_softabs_values_and_derivative():
     h = 1e-6
     fd = (softabs(l + h, 2.0)[0] - softabs(l - h, 2.0)[0]) / (2 * h)
     np.testing.assert_allclose(fp, fd, rtol=1e-7, atol=1e-9)
+    # beyond alpha l = 20, SoftAbs is l itself and f' is 1 to rounding: the
+    # premise of the saturated route (G = H, fs_metrics.h)
+    for alpha in (1.0, 0.3, 7.0):
+        ls = np.linspace(20.0, 60.0, 4001) / alpha
+        f, fp = softabs(ls, alpha)
+        assert np.array_equal(f, ls)
+        assert np.abs(fp - 1.0).max() < 4e-16
 
 
 def small_network(diagonal):
@@ -222,7 +229,7 @@ def softabs_reference(net, q, alpha, u):
 def test_softabs_network_metric_in_each_regime(regime, scale):
     """The dense SoftAbs metric computes its contractions through the rows in
     the eigenbasis, with J - 1 only for the eigenvalues where SoftAbs is not
-    exactly |l| (mixed, unsaturated), or, where every alpha l > 41, as G = H
+    exactly |l| (mixed, unsaturated), or, where every alpha l > 20, as G = H
     with no eigendecomposition (saturated).  Each route against a NumPy
     reference, finite differences, and its product against G v."""
     alpha = 1.0

@@ -195,9 +195,9 @@ cdef class SoftAbsMetric(Metric):
     Cost (dense, softplus / sigmoid / tanh units; s units, d inputs): G at
     a position O(s d^2) (the Hessian) plus an eigendecomposition, and each
     contraction of the fixed points O(s d) through the rows in the
-    eigenbasis.  Where every alpha l > 41 (a Cholesky factor of
-    H - (41/alpha) I exists), SoftAbs is |l| = l exactly in floating point
-    and G is H itself: no eigendecomposition, and ``matvec`` (H v, O(s d))
+    eigenbasis.  Where every alpha l > 20 (a Cholesky factor of
+    H - (20/alpha) I exists), SoftAbs is l to 1e-17 relative (fs_softabs
+    returns l itself) and G is H itself: no eigendecomposition, and ``matvec`` (H v, O(s d))
     solves the position update.  See csrc/fs_metrics.h.
 
     Parameters
