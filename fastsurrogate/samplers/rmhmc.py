@@ -175,11 +175,11 @@ class RNSRMHMC(RNSHMC):
     test_metric : {"surrogate", "exact"}
         "surrogate" (default): no exact metric per iteration, one value-only
         exact U.  "exact": the paper's choice, one exact metric per
-        iteration.  ``python bench/rmhmc_ratios.py --skip-cost
-        --test-metric surrogate --draws 1000`` and then ``exact`` (AMD
-        EPYC, load ~1, each with its own RMHMC runs): min ESS/s 21.6x
+        iteration.  ``python bench/rmhmc_ratios.py --test-metric surrogate
+        --draws 1000``, then ``--skip-cost --test-metric exact --draws
+        1000`` (AMD EPYC, load ~1, each with its own RMHMC runs): min ESS/s 21.7x
         RMHMC's against 5.8x on the simulated regression (acceptance 0.84
-        against 0.83), 12.1x against 5.0x on Bank Marketing (0.84 against
+        against 0.83), 15.0x against 5.0x on Bank Marketing (0.84 against
         0.70).
     diagonal_metric : bool
         SoftAbs of the network's Hessian diagonal (non-convex U).
