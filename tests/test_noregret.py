@@ -131,10 +131,18 @@ def test_the_fallback_draws_with_the_better_exact_sampler_of_the_window(method, 
     assert res.info.get("fallback"), res.info.keys()
     nr = res.info["no_regret"]
     records = [nr["exact"]] * 2 if isinstance(nr, dict) else [c["exact"] for c in nr]
+    # ARNS-HMC decides per chain: a chain whose cost check and trial passed
+    # switched to the surrogate (its rows have depth 0) while the other fell
+    # back (seen in about 1 run in 10: the cost ratio sits near its bar of 2)
+    fell = res.info["fallback"].get("chains", range(len(records)))
+    assert len(fell) >= 1
     for chain, rec in enumerate(records):
         assert rec["nuts"]["rows"] >= 8 and rec["hmc"]["rows"] >= 8
         if rho > 0:
             assert rec["chosen"] == "nuts", rec
+        if chain not in fell:
+            assert nr[chain]["switched"], nr[chain]
+            continue
         depth = res.stats["tree_depth"][chain]
         assert np.all(depth == 0) if rec["chosen"] == "hmc" else np.all(depth >= 1), rec
     if rho > 0:
