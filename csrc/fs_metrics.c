@@ -323,7 +323,7 @@ int fs_network_metric_init(fs_network_metric *s, const fs_network *net, const fs
         && blas->dgemv != NULL && blas->dtrsm != NULL) {
         const size_t ns = (size_t)net->n_hidden, dd = (size_t)d;
         size_t i, j;
-        s->own_fast = malloc(sizeof(double) * (3 * ns * dd + 2 * ns + 4 * dd * dd)
+        s->own_fast = malloc(sizeof(double) * (3 * ns * dd + 2 * ns + 3 * dd * dd)
                              + sizeof(int) * dd);
         if (s->own_fast == NULL) {
             fs_network_metric_free(s);
@@ -336,8 +336,7 @@ int fs_network_metric_init(fs_network_metric *s, const fs_network *net, const fs
         s->pv = s->c3 + ns;
         s->Ew = s->pv + ns;
         s->R = s->Ew + dd * dd;
-        s->Hs = s->R + dd * dd;
-        s->Lc = s->Hs + dd * dd;
+        s->Lc = s->R + dd * dd;
         s->unsat = (int *)(s->Lc + dd * dd);
         for (i = 0; i < ns; i++)
             for (j = 0; j < dd; j++)
@@ -380,8 +379,7 @@ static int softabs_at(fs_network_metric *s, const double *q)
             memcpy(s->Lc, s->V, sizeof(double) * (size_t)d * d);
             for (i = 0; i < d; i++) s->Lc[(size_t)i * d + i] -= shift;
             s->blas->dpotrf(&uplo, &d, s->Lc, &d, &info);
-            if (info == 0) {
-                memcpy(s->Hs, s->V, sizeof(double) * (size_t)d * d);
+            if (info == 0) {   /* V keeps H: G at cq */
                 memcpy(s->Lc, s->V, sizeof(double) * (size_t)d * d);
                 s->blas->dpotrf(&uplo, &d, s->Lc, &d, &info);
                 if (info != 0) return FS_ELAPACK;
@@ -577,7 +575,7 @@ int fs_network_metric_eval(void *state, const double *q, double *G)
         memset(G, 0, sizeof(double) * (size_t)d * d);
         for (i = 0; i < d; i++) G[(size_t)i * d + i] = s->f[i];
     } else if (s->sat) {
-        memcpy(G, s->Hs, sizeof(double) * (size_t)d * d);
+        memcpy(G, s->V, sizeof(double) * (size_t)d * d);   /* H, not eigenvectors */
     } else {
         v_diag_vt(s->V, s->f, d, G);
     }

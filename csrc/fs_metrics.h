@@ -96,7 +96,7 @@ typedef struct fs_network_metric {
     double alpha;
     int have;                 /* cache valid for cq */
     int lwork;
-    double *cq, *lam, *V, *f, *fp, *A, *T, *net_work, *syev_work;
+    double *cq, *lam, *V, *f, *fp, *A, *T, *net_work, *syev_work;   /* V: H when sat */
     void *own;
     /* Dense SoftAbs of an additive network (the contraction path below):
      * the rows w~_i = inv_scale * w_i in the eigenbasis, computed once per
@@ -105,7 +105,6 @@ typedef struct fs_network_metric {
     int fast;
     int sat;                  /* at cq: every alpha l > 20, so G = H (fs_metrics.h) */
     int have_basis;           /* c3 (and Yv, Ew, unsat unless sat) valid for cq */
-    double *Hs;               /* dim x dim: H at cq (when sat) */
     double *Lc;               /* dim x dim: Cholesky factor of H (when sat) */
     int n_unsat;
     double *Y;                /* n_hidden x dim, row-major: w~_i */

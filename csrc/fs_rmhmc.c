@@ -319,7 +319,7 @@ static int position_matvec(const fs_rmhmc_config *cfg, double eps, const fs_metr
     const int d = cfg->dim, maxit = cfg->max_fixed_point;
     const double half = 0.5 * eps, tol = cfg->fixed_point_tol;
     double diff, amax;
-    int k, i, status;
+    int k, i, status, conv;
     fs_aa aa;
     aa_start(&aa, aa_buf, d);
     memcpy(y, v0, sizeof(double) * (size_t)d);
@@ -339,14 +339,14 @@ static int position_matvec(const fs_rmhmc_config *cfg, double eps, const fs_metr
             if (a > amax) amax = a;
             dy[i] += y[i];                       /* dy is g(y) from here */
         }
-        if (diff <= tol * (1.0 + amax)) {        /* y' = g(y), as the plain iteration */
+        conv = diff <= tol * (1.0 + amax);
+        if (conv)                                /* y' = g(y), as the plain iteration */
             memcpy(y, dy, sizeof(double) * (size_t)d);
-            for (i = 0; i < d; i++) pt->q[i] = q0[i] + half * (v0[i] + y[i]);
-            return fs_hmc_all_finite(pt->q, d) ? FS_OK : FS_ENONFINITE;
-        }
-        aa_next(&aa, y, dy);
+        else
+            aa_next(&aa, y, dy);
         for (i = 0; i < d; i++) pt->q[i] = q0[i] + half * (v0[i] + y[i]);
         if (!fs_hmc_all_finite(pt->q, d)) return FS_ENONFINITE;
+        if (conv) return FS_OK;
     }
     return FS_RMHMC_NOT_CONVERGED;
 }
@@ -383,14 +383,13 @@ static int one_step(const fs_rmhmc_config *cfg, double eps, const fs_potential *
         momentum_update(p, half, pt->grad, pt->tr, quad, xn, d);
         if (fp_iter) (*fp_iter)++;
         diff = max_abs_diff(xn, x, d, &amax);
-        if (diff <= tol * (1.0 + amax)) {        /* x = g(x), as the plain iteration */
+        conv = diff <= tol * (1.0 + amax);
+        if (conv)                                /* x = g(x), as the plain iteration */
             memcpy(x, xn, sizeof(double) * (size_t)d);
-            if (!fs_hmc_all_finite(x, d)) return FS_ENONFINITE;
-            conv = 1;
-            break;
-        }
-        aa_next(&aa, x, xn);
+        else
+            aa_next(&aa, x, xn);
         if (!fs_hmc_all_finite(x, d)) return FS_ENONFINITE;
+        if (conv) break;
     }
     if (!conv) return FS_RMHMC_NOT_CONVERGED;
 

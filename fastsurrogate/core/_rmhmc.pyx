@@ -129,16 +129,16 @@ cdef class Metric:
         cdef int status
         if self.met.matvec == NULL:
             raise TypeError(f"{type(self).__name__} has no matrix-vector product")
-        with nogil:
-            status = self.met.matvec(self.met.state, <const double *>cnp.PyArray_DATA(qa),
-                                     <const double *>cnp.PyArray_DATA(va),
-                                     <double *>cnp.PyArray_DATA(out))
-        self.check_status(status)
         if self.met.matvec_exact != NULL:
             # the product is G(q) v only where the metric says so after eval at q
             G = self(q)
             if not self.met.matvec_exact(self.met.state, <const double *>cnp.PyArray_DATA(qa)):
                 return G @ va
+        with nogil:
+            status = self.met.matvec(self.met.state, <const double *>cnp.PyArray_DATA(qa),
+                                     <const double *>cnp.PyArray_DATA(va),
+                                     <double *>cnp.PyArray_DATA(out))
+        self.check_status(status)
         return out
 
 
