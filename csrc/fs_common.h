@@ -106,6 +106,11 @@ typedef void (*fs_dgelsd_fn)(const int *m, const int *n, const int *nrhs,
                              double *s, const double *rcond, int *rank,
                              double *work, const int *lwork, int *iwork, int *info);
 
+typedef void (*fs_dtrmm_fn)(const char *side, const char *uplo, const char *transa,
+                            const char *diag, const int *m, const int *n,
+                            const double *alpha, const double *a, const int *lda,
+                            double *b, const int *ldb);
+
 typedef struct fs_blas {
     fs_ddot_fn ddot;
     fs_daxpy_fn daxpy;
@@ -121,6 +126,7 @@ typedef struct fs_blas {
     fs_dsyev_fn dsyev;
     fs_dgelsd_fn dgelsd;
     fs_dpotri_fn dpotri;    /* appended: members above keep their offsets */
+    fs_dtrmm_fn dtrmm;      /* appended */
 } fs_blas;
 
 /* ---- scratch pool ------------------------------------------------------ */

@@ -1030,6 +1030,141 @@ int fs_glm_fisher(const fs_glm *m, const double *beta, double *FS_RESTRICT F,
     return FS_OK;
 }
 
+/* ---- row kernels of the Fisher metric (fs_metrics.c) --------------------- */
+/* They read rows [i0, i1) by the tiles of the gradient and the Fisher: a
+ * metric-vector product or a contraction costs one pass over X, with the
+ * weights from the same fs__weights as fs_glm_fisher (so G v is the
+ * product with the G that fs_glm_fisher computes, to rounding). */
+
+FS_CLONES
+void fs_glm_fisher_matvec_rows(const fs_glm *m, const double *beta, const double *v,
+                               size_t i0, size_t i1, double *FS_RESTRICT part)
+{
+    const size_t d = m->d;
+    const double *FS_RESTRICT X = m->X;
+    double t[FS__TILE], s[FS__TILE], w[FS__TILE], bt[4], vt[4];
+    size_t i = i0, j, k;
+
+    fs__tail_b(beta, d, bt);
+    fs__tail_b(v, d, vt);
+    for (j = 0; j < d; j++) part[j] = 0.0;
+    for (; i + FS__TILE <= i1; i += FS__TILE) {
+        const double *x0 = X + i * d;
+        fs__dot_tile(x0, d, beta, bt, t, NULL, 0);
+        fs__dot_tile(x0, d, v, vt, s, NULL, 0);
+        fs__weights(m, t, FS__TILE, w);
+        for (k = 0; k < FS__TILE; k++) w[k] *= s[k];
+        fs__axpy_tile(part, w, x0, d, NULL);
+    }
+    for (; i < i1; i++) {
+        const double *x = X + i * d;
+        t[0] = fs__dot_row(x, beta, bt, d);
+        s[0] = fs__dot_row(x, v, vt, d);
+        fs__weights(m, t, 1, w);
+        fs__axpy1(part, w[0] * s[0], x, d);
+    }
+}
+
+/* Z (rows i0..i1, row-major, d columns) = sqrt(w(x_n . beta)) x_n. */
+FS_CLONES
+void fs_glm_weighted_rows(const fs_glm *m, const double *beta, size_t i0, size_t i1,
+                          double *FS_RESTRICT Z)
+{
+    const size_t d = m->d;
+    const double *FS_RESTRICT X = m->X;
+    double t[FS__TILE], w[FS__TILE], bt[4];
+    size_t i = i0, j, k;
+
+    fs__tail_b(beta, d, bt);
+    for (; i + FS__TILE <= i1; i += FS__TILE) {
+        fs__dot_tile(X + i * d, d, beta, bt, t, NULL, 0);
+        fs__weights(m, t, FS__TILE, w);
+        for (k = 0; k < FS__TILE; k++) {
+            const double a = sqrt(w[k]), *x = X + (i + k) * d;
+            double *z = Z + (i - i0 + k) * d;
+            for (j = 0; j < d; j++) z[j] = a * x[j];
+        }
+    }
+    for (; i < i1; i++) {
+        const double *x = X + i * d;
+        double *z = Z + (i - i0) * d, a;
+        t[0] = fs__dot_row(x, beta, bt, d);
+        fs__weights(m, t, 1, w);
+        a = sqrt(w[0]);
+        for (j = 0; j < d; j++) z[j] = a * x[j];
+    }
+}
+
+/* dw/dt of the expected-information weight w(t) of fs__weights. */
+FS__INLINE double fs__weight_deriv(const fs_glm *m, double t)
+{
+    switch (m->family) {
+    case FS_GLM_LOGISTIC: {                       /* w (1 - 2 s(t)) */
+        const double e = fs__exp_neg(-fabs(t)), u = 1.0 + e, w = e / (u * u);
+        return w * (t >= 0 ? (e - 1.0) / u : (1.0 - e) / u);
+    }
+    case FS_GLM_PROBIT: {                         /* w (m(-t) - m(t) - 2 t) */
+        const double m1 = fs__inv_mills(t), m2 = fs__inv_mills(-t);
+        return m1 * m2 * (m2 - m1 - 2.0 * t);
+    }
+    case FS_GLM_POISSON:
+        return fs__exp(t);
+    default:
+        return 0.0;
+    }
+}
+
+FS_CLONES
+void fs_glm_weight_derivs_rows(const fs_glm *m, const double *beta, size_t i0, size_t i1,
+                               double *FS_RESTRICT dw)
+{
+    const size_t d = m->d;
+    const double *FS_RESTRICT X = m->X;
+    double t[FS__TILE], bt[4];
+    size_t i = i0, k;
+
+    fs__tail_b(beta, d, bt);
+    for (; i + FS__TILE <= i1; i += FS__TILE) {
+        fs__dot_tile(X + i * d, d, beta, bt, t, NULL, 0);
+        for (k = 0; k < FS__TILE; k++) dw[i - i0 + k] = fs__weight_deriv(m, t[k]);
+    }
+    for (; i < i1; i++) dw[i - i0] = fs__weight_deriv(m, fs__dot_row(X + i * d, beta, bt, d));
+}
+
+FS_CLONES
+void fs_glm_contract_rows(const fs_glm *m, const double *u, const double *FS_RESTRICT dw,
+                          const double *FS_RESTRICT h, size_t i0, size_t i1,
+                          double *FS_RESTRICT ptr, double *FS_RESTRICT pquad)
+{
+    const size_t d = m->d;
+    const double *FS_RESTRICT X = m->X;
+    double s[FS__TILE], c[FS__TILE], ut[4];
+    size_t i = i0, k;
+
+    if (pquad) fs__tail_b(u, d, ut);
+    for (; i + FS__TILE <= i1; i += FS__TILE) {
+        const double *x0 = X + i * d;
+        const double *dwb = dw + (i - i0);
+        if (ptr) {
+            for (k = 0; k < FS__TILE; k++) c[k] = dwb[k] * h[i - i0 + k];
+            fs__axpy_tile(ptr, c, x0, d, NULL);
+        }
+        if (pquad) {
+            fs__dot_tile(x0, d, u, ut, s, NULL, 0);
+            for (k = 0; k < FS__TILE; k++) c[k] = dwb[k] * s[k] * s[k];
+            fs__axpy_tile(pquad, c, x0, d, NULL);
+        }
+    }
+    for (; i < i1; i++) {
+        const double *x = X + i * d;
+        if (ptr) fs__axpy1(ptr, dw[i - i0] * h[i - i0], x, d);
+        if (pquad) {
+            const double sq = fs__dot_row(x, u, ut, d);
+            fs__axpy1(pquad, dw[i - i0] * sq * sq, x, d);
+        }
+    }
+}
+
 /* ---- memory floor -------------------------------------------------------- */
 #define FS__FLOOR_BLOCK 65536
 #define FS__FLOOR_MAX_BLOCKS 4096

@@ -117,6 +117,26 @@ int fs_glm_potential_eval(void *state, const double *q, double *value,
 int fs_glm_fisher(const fs_glm *m, const double *beta, double *FS_RESTRICT F,
                   double *FS_RESTRICT work);
 
+/* Row kernels of the Fisher metric (fs_metrics.c), rows [i0, i1), one pass
+ * over them, by the tiles of the gradient kernel:
+ *   fs_glm_fisher_matvec_rows: part (d) = sum_n w(x_n . beta) (x_n . v) x_n,
+ *       with the weights of fs_glm_fisher;
+ *   fs_glm_weighted_rows: Z[n - i0] (row-major, d) = sqrt(w(x_n . beta)) x_n,
+ *       so that the rows' part of the Fisher is Z^T Z (one dsyrk);
+ *   fs_glm_weight_derivs_rows: dw[n - i0] = w'(x_n . beta);
+ *   fs_glm_contract_rows: with dw[n - i0] as above,
+ *       ptr (d)   += sum_n dw[n - i0] h[n - i0] x_n        (when ptr != NULL)
+ *       pquad (d) += sum_n dw[n - i0] (x_n . u)^2 x_n      (when pquad != NULL). */
+void fs_glm_fisher_matvec_rows(const fs_glm *m, const double *beta, const double *v,
+                               size_t i0, size_t i1, double *FS_RESTRICT part);
+void fs_glm_weighted_rows(const fs_glm *m, const double *beta, size_t i0, size_t i1,
+                          double *FS_RESTRICT Z);
+void fs_glm_weight_derivs_rows(const fs_glm *m, const double *beta, size_t i0, size_t i1,
+                               double *FS_RESTRICT dw);
+void fs_glm_contract_rows(const fs_glm *m, const double *u, const double *FS_RESTRICT dw,
+                          const double *FS_RESTRICT h, size_t i0, size_t i1,
+                          double *FS_RESTRICT ptr, double *FS_RESTRICT pquad);
+
 /* The memory-bandwidth floor of the eval kernel: *out = sum of the n
  * doubles of X, read once with n_threads OpenMP threads, with fixed blocks
  * and block-order reduction like fs_glm_eval.  Returns FS_EINVAL for

@@ -20,25 +20,6 @@ FS__INLINE double mdot(const double *FS_RESTRICT x, const double *FS_RESTRICT y,
     return s;
 }
 
-/* x . y and x . z in one sweep of x. */
-FS__INLINE void mdot2(const double *FS_RESTRICT x, const double *FS_RESTRICT y,
-                      const double *FS_RESTRICT z, size_t d, double *sy, double *sz)
-{
-    double a[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, b[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-    double s, t;
-    size_t j = 0, l;
-    for (; j + 8 <= d; j += 8)
-        for (l = 0; l < 8; l++) {
-            a[l] += x[j + l] * y[j + l];
-            b[l] += x[j + l] * z[j + l];
-        }
-    s = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-    t = ((b[0] + b[4]) + (b[2] + b[6])) + ((b[1] + b[5]) + (b[3] + b[7]));
-    for (; j < d; j++) { s += x[j] * y[j]; t += x[j] * z[j]; }
-    *sy = s;
-    *sz = t;
-}
-
 /* ---- GLM Fisher metric ---------------------------------------------------- */
 
 int fs_glm_weight_deriv(int family, double sigma, double t, double *FS_RESTRICT w,
@@ -74,27 +55,26 @@ int fs_glm_weight_deriv(int family, double sigma, double t, double *FS_RESTRICT 
 
 int fs_glm_metric_init(fs_glm_metric *s, const fs_glm *model, const fs_blas *blas)
 {
-    size_t fisher_doubles = 0, d, total, c;
-    int status;
+    size_t d, total, c;
     memset(s, 0, sizeof(*s));
-    if (model == NULL || blas == NULL || blas->dgemm == NULL) return FS_EINVAL;
-    status = fs_glm_workspace_size(model->n, model->d, NULL, &fisher_doubles);
-    if (status != FS_OK) return status;
+    if (model == NULL || blas == NULL || blas->dgemm == NULL || blas->dsyrk == NULL)
+        return FS_EINVAL;
     d = model->d;
     c = (model->n + FS_GLM_FISHER_MIN_ROWS - 1) / FS_GLM_FISHER_MIN_ROWS;
     if (c > FS_GLM_FISHER_MAX_CHUNKS) c = FS_GLM_FISHER_MAX_CHUNKS;
     if (c < 1) c = 1;
     s->chunk_rows = (model->n + c - 1) / c;
     s->n_chunks = (int)((model->n + s->chunk_rows - 1) / s->chunk_rows);
-    total = fisher_doubles + (size_t)s->n_chunks * (2 * d + FS_GLM_METRIC_BLOCK * (d + 3))
-            + model->n + d;
+    total = (size_t)s->n_chunks * (d * d + 2 * d + FS_GLM_METRIC_BLOCK * (d + 3))
+            + model->n + d + d * d;
     s->own = malloc(sizeof(double) * total);
     if (s->own == NULL) return FS_ENOMEM;
-    s->fisher_work = (double *)s->own;
-    s->partials = s->fisher_work + fisher_doubles;
+    s->fpart = (double *)s->own;
+    s->partials = s->fpart + (size_t)s->n_chunks * d * d;
     s->ybuf = s->partials + (size_t)s->n_chunks * 2 * d;
     s->dw = s->ybuf + (size_t)s->n_chunks * FS_GLM_METRIC_BLOCK * (d + 3);
     s->cq = s->dw + model->n;
+    s->rfac = s->cq + d;
     s->have_dw = 0;
     s->model = model;
     s->blas = blas;
@@ -107,112 +87,142 @@ void fs_glm_metric_free(fs_glm_metric *s)
     s->own = NULL;
 }
 
+/* The GLM metric's passes: fn(s, c, rows [i0, i1) of chunk c, arg) for each
+   chunk, in the model's threads.  The chunks are a function of n only, and
+   each writes its own partial: the callers add them in chunk order, so the
+   bits do not depend on the thread count. */
+typedef struct glm_pass {
+    const double *q, *v, *Ginv, *R, *u;
+    int have_dw, want_tr, want_quad;
+} glm_pass;
+typedef void (*glm_chunk_fn)(const fs_glm_metric *s, int c, size_t i0, size_t i1,
+                             const glm_pass *a);
+
+static void glm_for_chunks(const fs_glm_metric *s, glm_chunk_fn fn, const glm_pass *a)
+{
+    const size_t n = s->model->n;
+    const int nc = s->n_chunks;
+    int c;
+#ifdef _OPENMP
+    const int nt = s->model->n_threads < nc ? s->model->n_threads : nc;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+#endif
+    for (c = 0; c < nc; c++) {
+        const size_t i0 = (size_t)c * s->chunk_rows;
+        const size_t i1 = i0 + s->chunk_rows < n ? i0 + s->chunk_rows : n;
+        fn(s, c, i0, i1, a);
+    }
+}
+
+static double *glm_ybuf(const fs_glm_metric *s, int c)
+{
+    return s->ybuf + (size_t)c * FS_GLM_METRIC_BLOCK * (s->model->d + 3);
+}
+
+/* Chunk c: its partial P (d x d, column-major lower triangle) = Z^T Z with
+   the rows of Z = sqrt(w_n) x_n, by blocks of rows (one dsyrk each). */
+static void glm_fisher_chunk(const fs_glm_metric *s, int c, size_t i0, size_t i1,
+                             const glm_pass *a)
+{
+    const fs_glm *m = s->model;
+    const int di = (int)m->d;
+    const double one = 1.0, zero = 0.0;
+    double *P = s->fpart + (size_t)c * m->d * m->d, *Z = glm_ybuf(s, c);
+    size_t i;
+    for (i = i0; i < i1; i += FS_GLM_METRIC_BLOCK) {
+        const size_t nb = i + FS_GLM_METRIC_BLOCK <= i1 ? FS_GLM_METRIC_BLOCK : i1 - i;
+        const int nbi = (int)nb;
+        fs_glm_weighted_rows(m, a->q, i, i + nb, Z);
+        /* column-major: Z^T is d x nb; P (+)= Z^T Z */
+        s->blas->dsyrk("L", "N", &di, &nbi, &one, Z, &di, i == i0 ? &zero : &one, P, &di);
+    }
+}
+
+/* G = X^T W X + prior precision. */
 int fs_glm_metric_eval(void *state, const double *q, double *G)
 {
     fs_glm_metric *s = (fs_glm_metric *)state;
-    return fs_glm_fisher(s->model, q, G, s->fisher_work);
+    const fs_glm *m = s->model;
+    const size_t d = m->d, dd = d * d;
+    const int nc = s->n_chunks;
+    glm_pass a;
+    int c;
+    size_t j, l;
+    memset(&a, 0, sizeof(a));
+    a.q = q;
+    glm_for_chunks(s, glm_fisher_chunk, &a);
+    for (l = 0; l < d; l++)             /* column l, rows j >= l (column-major lower) */
+        for (j = l; j < d; j++) {
+            double v = s->fpart[l * d + j];
+            for (c = 1; c < nc; c++) v += s->fpart[(size_t)c * dd + l * d + j];
+            G[j * d + l] = v;
+            G[l * d + j] = v;
+        }
+    if (m->prior_prec != NULL)
+        for (j = 0; j < d; j++) G[j * d + j] += m->prior_prec[j];
+    return FS_OK;
 }
 
-/* Rows [i0, i1): the partial sums of tr (with Ginv) and quad (with u).
-   dw[i0..i1) holds w'(t_n) when have_dw, else it is computed and stored. */
-FS_CLONES
-static void glm_contract_chunk(const fs_glm_metric *s, const double *beta, const double *Ginv,
-                               const double *u, size_t i0, size_t i1, int have_dw,
-                               double *FS_RESTRICT dw, double *FS_RESTRICT ptr,
-                               double *FS_RESTRICT pquad, double *FS_RESTRICT ybuf)
+/* Chunk c: the partial sums of tr and quad (with u) into its 2 d partials.
+   The leverages h_n = x_n^T Ginv x_n come by blocks of rows: with R, the
+   Cholesky factor of Ginv = R R^T, as |R^T x_n|^2 (a triangular product,
+   d^2/2 per row); else as x_n . (Ginv x_n) (d^2 per row).  s->dw[i0..i1)
+   holds w'(t_n) when have_dw, else it is computed and stored. */
+static void glm_contract_chunk(const fs_glm_metric *s, int c, size_t i0, size_t i1,
+                               const glm_pass *a)
 {
     const fs_glm *m = s->model;
     const size_t d = m->d;
     const int di = (int)d;
     const double one = 1.0, zero = 0.0;
-    double *Y = ybuf, *ct = ybuf + FS_GLM_METRIC_BLOCK * d;
-    double *cq = ct + FS_GLM_METRIC_BLOCK;
-    size_t i, r, j;
+    double *Y = glm_ybuf(s, c), *h = Y + FS_GLM_METRIC_BLOCK * d;
+    double *ptr = a->want_tr ? s->partials + (size_t)c * 2 * d : NULL;
+    double *pquad = a->want_quad ? s->partials + (size_t)c * 2 * d + d : NULL;
+    size_t i, r;
     if (ptr) memset(ptr, 0, sizeof(double) * d);
     if (pquad) memset(pquad, 0, sizeof(double) * d);
     for (i = i0; i < i1; i += FS_GLM_METRIC_BLOCK) {
         const size_t nb = i + FS_GLM_METRIC_BLOCK <= i1 ? FS_GLM_METRIC_BLOCK : i1 - i;
         const double *Xb = m->X + i * d;
-        double *dwb = dw + i;
-        if (!have_dw)
-            for (r = 0; r < nb; r++) {
-                double w;
-                fs_glm_weight_deriv(m->family, m->sigma, mdot(Xb + r * d, beta, d), &w, &dwb[r]);
-            }
-        if (ptr) {
-            /* column-major: Y^T (d x nb) = Ginv (d x d, symmetric) X_b^T (d x nb);
-               h_n = x_n . (Ginv x_n), the leverage */
-            const int nbi = (int)nb;
-            s->blas->dgemm("N", "N", &di, &nbi, &di, &one, Ginv, &di, Xb, &di, &zero, Y, &di);
-            for (r = 0; r < nb; r++) ct[r] = dwb[r] * mdot(Xb + r * d, Y + r * d, d);
+        const int nbi = (int)nb;
+        if (!a->have_dw) fs_glm_weight_derivs_rows(m, a->q, i, i + nb, s->dw + i);
+        if (ptr && a->R) {
+            /* column-major: Y (d x nb) = R^T X_b^T */
+            memcpy(Y, Xb, sizeof(double) * nb * d);
+            s->blas->dtrmm("L", "L", "T", "N", &di, &nbi, &one, a->R, &di, Y, &di);
+            for (r = 0; r < nb; r++) h[r] = mdot(Y + r * d, Y + r * d, d);
+        } else if (ptr) {
+            /* column-major: Y^T (d x nb) = Ginv (d x d, symmetric) X_b^T */
+            s->blas->dgemm("N", "N", &di, &nbi, &di, &one, a->Ginv, &di, Xb, &di, &zero, Y,
+                           &di);
+            for (r = 0; r < nb; r++) h[r] = mdot(Xb + r * d, Y + r * d, d);
         }
-        if (pquad)
-            for (r = 0; r < nb; r++) {
-                const double sq = mdot(Xb + r * d, u, d);
-                cq[r] = dwb[r] * sq * sq;
-            }
-        for (r = 0; r < nb; r++) {
-            const double *x = Xb + r * d;
-            if (ptr && pquad) {
-                const double c = ct[r], e = cq[r];
-                for (j = 0; j < d; j++) { ptr[j] += c * x[j]; pquad[j] += e * x[j]; }
-            } else if (ptr) {
-                const double c = ct[r];
-                for (j = 0; j < d; j++) ptr[j] += c * x[j];
-            } else if (pquad) {
-                const double e = cq[r];
-                for (j = 0; j < d; j++) pquad[j] += e * x[j];
-            }
-        }
+        fs_glm_contract_rows(m, a->u, s->dw + i, ptr ? h : NULL, i, i + nb, ptr, pquad);
     }
 }
 
-/* Rows [i0, i1): partial sum of w(x_n . q) (x_n . v) x_n. */
-FS_CLONES
-static void glm_matvec_chunk(const fs_glm_metric *s, const double *q, const double *v,
-                             size_t i0, size_t i1, double *FS_RESTRICT part)
+/* Chunk c: its partial of w(x_n . q) (x_n . v) x_n. */
+static void glm_matvec_chunk(const fs_glm_metric *s, int c, size_t i0, size_t i1,
+                             const glm_pass *a)
 {
-    const fs_glm *m = s->model;
-    const size_t d = m->d;
-    size_t i, j;
-    memset(part, 0, sizeof(double) * d);
-    for (i = i0; i < i1; i++) {
-        const double *x = m->X + i * d;
-        double t, sv, w, dw;
-        mdot2(x, q, v, d, &t, &sv);
-        fs_glm_weight_deriv(m->family, m->sigma, t, &w, &dw);
-        w *= sv;
-        for (j = 0; j < d; j++) part[j] += w * x[j];
-    }
+    fs_glm_fisher_matvec_rows(s->model, a->q, a->v, i0, i1,
+                              s->partials + (size_t)c * 2 * s->model->d);
 }
 
 int fs_glm_metric_matvec(void *state, const double *q, const double *v, double *out)
 {
     fs_glm_metric *s = (fs_glm_metric *)state;
     const fs_glm *m = s->model;
-    const size_t d = m->d, n = m->n;
-    const int nc = s->n_chunks;
+    const size_t d = m->d;
+    glm_pass a;
     int c;
     size_t j;
-#ifdef _OPENMP
-    {
-        const int nt = m->n_threads < nc ? m->n_threads : nc;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-        for (c = 0; c < nc; c++) {
-            const size_t i0 = (size_t)c * s->chunk_rows;
-            const size_t i1 = i0 + s->chunk_rows < n ? i0 + s->chunk_rows : n;
-            glm_matvec_chunk(s, q, v, i0, i1, s->partials + (size_t)c * 2 * d);
-        }
-    }
-#else
-    for (c = 0; c < nc; c++) {
-        const size_t i0 = (size_t)c * s->chunk_rows;
-        const size_t i1 = i0 + s->chunk_rows < n ? i0 + s->chunk_rows : n;
-        glm_matvec_chunk(s, q, v, i0, i1, s->partials + (size_t)c * 2 * d);
-    }
-#endif
+    memset(&a, 0, sizeof(a));
+    a.q = q;
+    a.v = v;
+    glm_for_chunks(s, glm_matvec_chunk, &a);
     for (j = 0; j < d; j++) out[j] = m->prior_prec != NULL ? m->prior_prec[j] * v[j] : 0.0;
-    for (c = 0; c < nc; c++) {           /* chunk order: deterministic */
+    for (c = 0; c < s->n_chunks; c++) {  /* chunk order: deterministic */
         const double *pp = s->partials + (size_t)c * 2 * d;
         for (j = 0; j < d; j++) out[j] += pp[j];
     }
@@ -223,42 +233,36 @@ int fs_glm_metric_contract(void *state, const double *q, const double *Ginv,
                            const double *u, double *tr, double *quad)
 {
     fs_glm_metric *s = (fs_glm_metric *)state;
-    const fs_glm *m = s->model;
-    const size_t d = m->d, n = m->n, ys = FS_GLM_METRIC_BLOCK * (d + 3);
-    const int nc = s->n_chunks;
-    int c, have;
+    const size_t d = s->model->d;
+    glm_pass a;
+    int c;
     size_t j;
     if (tr == NULL && quad == NULL) return FS_OK;
     if (quad != NULL && u == NULL) return FS_EINVAL;
     if (tr != NULL && Ginv == NULL) return FS_EINVAL;
-    have = s->have_dw && memcmp(q, s->cq, sizeof(double) * d) == 0;
+    memset(&a, 0, sizeof(a));
+    a.q = q;
+    a.Ginv = Ginv;
+    a.u = quad != NULL ? u : NULL;
+    a.want_tr = tr != NULL;
+    a.want_quad = quad != NULL;
+    a.have_dw = s->have_dw && memcmp(q, s->cq, sizeof(double) * d) == 0;
     s->have_dw = 0;
-#ifdef _OPENMP
-    {
-        const int nt = m->n_threads < nc ? m->n_threads : nc;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-        for (c = 0; c < nc; c++) {
-            const size_t i0 = (size_t)c * s->chunk_rows;
-            const size_t i1 = i0 + s->chunk_rows < n ? i0 + s->chunk_rows : n;
-            double *pp = s->partials + (size_t)c * 2 * d;
-            glm_contract_chunk(s, q, Ginv, u, i0, i1, have, s->dw, tr ? pp : NULL,
-                               quad ? pp + d : NULL, s->ybuf + (size_t)c * ys);
-        }
+    if (tr != NULL && s->blas->dtrmm != NULL && s->blas->dpotrf != NULL) {
+        /* Ginv = R R^T: the leverages by triangular products (half the
+           arithmetic of Ginv x_n); Ginv not numerically positive definite
+           (info != 0) falls back to the products with Ginv */
+        int di = (int)d, info = 0;
+        memcpy(s->rfac, Ginv, sizeof(double) * d * d);
+        s->blas->dpotrf("L", &di, s->rfac, &di, &info);
+        a.R = info == 0 ? s->rfac : NULL;
     }
-#else
-    for (c = 0; c < nc; c++) {
-        const size_t i0 = (size_t)c * s->chunk_rows;
-        const size_t i1 = i0 + s->chunk_rows < n ? i0 + s->chunk_rows : n;
-        double *pp = s->partials + (size_t)c * 2 * d;
-        glm_contract_chunk(s, q, Ginv, u, i0, i1, have, s->dw, tr ? pp : NULL,
-                           quad ? pp + d : NULL, s->ybuf + (size_t)c * ys);
-    }
-#endif
+    glm_for_chunks(s, glm_contract_chunk, &a);
     memcpy(s->cq, q, sizeof(double) * d);
     s->have_dw = 1;
     if (tr) memset(tr, 0, sizeof(double) * d);
     if (quad) memset(quad, 0, sizeof(double) * d);
-    for (c = 0; c < nc; c++) {           /* chunk order: deterministic */
+    for (c = 0; c < s->n_chunks; c++) {  /* chunk order: deterministic */
         const double *pp = s->partials + (size_t)c * 2 * d;
         for (j = 0; j < d; j++) {
             if (tr) tr[j] += pp[j];

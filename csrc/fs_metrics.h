@@ -53,19 +53,21 @@
 extern "C" {
 #endif
 
-/* Rows per block of the GLM contraction pass (one dgemm per block). */
-#define FS_GLM_METRIC_BLOCK 128
+/* Rows per block of the GLM metric's passes over X (one dsyrk per block for
+   G, one dtrmm for the leverages of the contraction). */
+#define FS_GLM_METRIC_BLOCK 256
 
 typedef struct fs_glm_metric {
     const fs_glm *model;      /* borrowed */
-    const fs_blas *blas;      /* borrowed: dgemm */
+    const fs_blas *blas;      /* borrowed: dgemm, dsyrk, dtrmm, dpotrf */
     int n_chunks;
     size_t chunk_rows;
-    double *fisher_work;      /* owned (all below are in one allocation) */
+    double *fpart;            /* owned (all below are in one allocation): n_chunks * d * d */
     double *partials;         /* n_chunks * 2 d */
     double *ybuf;             /* n_chunks * (FS_GLM_METRIC_BLOCK * (d + 3)) */
     double *dw;               /* n: w'(x_n . cq), valid when have_dw */
     double *cq;               /* d: the position dw belongs to */
+    double *rfac;             /* d*d: the Cholesky factor of Ginv (contract) */
     int have_dw;
     void *own;
 } fs_glm_metric;
@@ -73,7 +75,14 @@ typedef struct fs_glm_metric {
 /* Allocates the workspaces.  FS_EINVAL / FS_ENOMEM. */
 int fs_glm_metric_init(fs_glm_metric *s, const fs_glm *model, const fs_blas *blas);
 void fs_glm_metric_free(fs_glm_metric *s);
-/* fs_metric_eval_fn / fs_metric_contract_fn with state = fs_glm_metric*. */
+/* fs_metric_eval_fn / fs_metric_contract_fn with state = fs_glm_metric*.
+ * eval: G = X^T W X + prior precision, W the weights of fs_glm_fisher, by
+ * dsyrk on row blocks scaled by sqrt(w) (fs_glm_fisher's result to rounding;
+ * fixed chunks in chunk order: the same bits for any thread count).
+ * contract: tr[k] = sum_n w'_n x_nk h_n with the leverages h_n = x_n^T Ginv
+ * x_n (by triangular products with the Cholesky factor of Ginv), quad[k] =
+ * sum_n w'_n x_nk (x_n . u)^2; one pass over X.  w'_n is cached between
+ * calls at the same q. */
 int fs_glm_metric_eval(void *state, const double *q, double *G);
 int fs_glm_metric_contract(void *state, const double *q, const double *Ginv,
                            const double *u, double *tr, double *quad);

@@ -43,7 +43,10 @@ def test_fisher_metric_matches_model_and_finite_differences(family):
     m = glm(family)
     M = FisherMetric(m)
     q = np.array([0.1, -0.2, 0.3, 0.05])
-    np.testing.assert_array_equal(M(q), m.fisher_information(q))
+    # the metric's G (dsyrk on weighted rows) is the model's Fisher to rounding
+    F = m.fisher_information(q)
+    np.testing.assert_allclose(M(q), F, rtol=0, atol=1e-13 * np.abs(F).max())
+    assert np.array_equal(M(q), M(q).T)
     if family == "linear":          # constant metric: both contractions vanish
         tr, quad = M.contract(q, np.ones(4))
         assert np.all(tr == 0) and np.all(quad == 0)
@@ -69,12 +72,16 @@ def glm_weights_numpy(m, q):
     return w, w * (m2 - m1 - 2 * t)
 
 
+@pytest.mark.parametrize("shape", [(3000, 4), (3003, 7), (517, 2)])
 @pytest.mark.parametrize("family", ["logistic", "probit", "poisson", "linear"])
-def test_fisher_matvec_and_contractions_match_numpy(family):
-    m = glm(family)
+def test_fisher_matvec_and_contractions_match_numpy(family, shape):
+    """Row counts and dimensions off the kernels' tiles (4 rows, 4 columns)
+    and blocks (256 rows) included."""
+    n, d = shape
+    m = glm(family, n=n, d=d)
     M = FisherMetric(m)
-    q = np.array([0.1, -0.2, 0.3, 0.05])
-    v = np.array([0.3, 0.1, -0.5, 1.0])
+    q = np.array([0.1, -0.2, 0.3, 0.05, -0.1, 0.2, 0.0])[:d]
+    v = np.array([0.3, 0.1, -0.5, 1.0, 0.7, -0.2, 0.4])[:d]
     G = M(q)
     Gv = M.matvec(q, v)
     w, dw = glm_weights_numpy(m, q)
@@ -83,8 +90,8 @@ def test_fisher_matvec_and_contractions_match_numpy(family):
     np.testing.assert_allclose(Gv, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
     # finite differences of G(q + h e_k) v: the product follows q like G does
     h = 1e-5
-    for k in range(4):
-        e = np.eye(4)[k]
+    for k in range(d):
+        e = np.eye(d)[k]
         fd = (M.matvec(q + h * e, v) - M.matvec(q - h * e, v)) / (2 * h)
         dG = (M(q + h * e) - M(q - h * e)) / (2 * h)
         np.testing.assert_allclose(fd, dG @ v, rtol=0, atol=1e-7 * (np.abs(dG @ v).max() + 1))
@@ -99,6 +106,11 @@ def test_fisher_matvec_and_contractions_match_numpy(family):
         if point is q:
             np.testing.assert_allclose(tr, tr_ref, rtol=1e-11, atol=1e-13)
             np.testing.assert_allclose(quad, quad_ref, rtol=1e-11, atol=1e-13)
+    # an indefinite Ginv (no Cholesky factor): the leverages by products with Ginv
+    S = np.diag(np.linspace(-1.0, 2.0, d)) + 0.1
+    tr_s, _ = M.contract(q, Ginv=S)
+    np.testing.assert_allclose(tr_s, m.X.T @ (dw * np.einsum("ni,ij,nj->n", m.X, S, m.X)),
+                               rtol=1e-11, atol=1e-12 * np.abs(tr_ref).max())
     fresh = FisherMetric(m)
     t1, k1 = fresh.contract(q2, v)
     t2, k2 = M.contract(q2, v)
@@ -108,13 +120,16 @@ def test_fisher_matvec_and_contractions_match_numpy(family):
     assert np.array_equal(t1, t3) and np.array_equal(k1, k3)
 
 
-def test_fisher_matvec_same_bits_for_any_thread_count():
+def test_fisher_metric_same_bits_for_any_thread_count():
     X, y, _ = fs.datasets.simulate_logistic(40000, 6, seed=2)
     q = np.linspace(-0.3, 0.3, 6)
     v = np.linspace(1.0, -2.0, 6)
-    outs = [FisherMetric(fs.models.LogisticRegression(X, y, prior_sd=10.0, n_threads=t))
-            .matvec(q, v) for t in (1, 2, 3)]
-    assert all(np.array_equal(outs[0], o) for o in outs[1:])
+    outs = []
+    for t in (1, 2, 3):
+        M = FisherMetric(fs.models.LogisticRegression(X, y, prior_sd=10.0, n_threads=t))
+        outs.append((M(q), M.matvec(q, v)) + M.contract(q, v))
+    for o in outs[1:]:
+        assert all(np.array_equal(a, b) for a, b in zip(outs[0], o))
 
 
 def test_position_update_by_products_matches_whole_metrics():
@@ -413,3 +428,10 @@ def test_bad_arguments_raise_before_c():
         fs.RNSRMHMC(m, test_metric="both")
     with pytest.raises(TypeError):
         CallableMetric(1, 2, 3)
+    M = FisherMetric(m)
+    with pytest.raises(ValueError, match="shape"):
+        M.contract(np.zeros(3), Ginv=np.eye(2))
+    with pytest.raises(ValueError, match="symmetric"):
+        M.contract(np.zeros(3), Ginv=np.triu(np.ones((3, 3))))
+    with pytest.raises(ValueError, match="finite"):
+        M.contract(np.zeros(3), Ginv=np.full((3, 3), np.nan))

@@ -9,7 +9,7 @@ cimport scipy.linalg.cython_lapack as cl
 from fastsurrogate.core._common cimport (fs_blas, fs_ddot_fn, fs_daxpy_fn, fs_dgemv_fn, fs_dger_fn,
                                     fs_dgemm_fn, fs_dsyrk_fn, fs_dsymv_fn, fs_dtrsv_fn,
                                     fs_dtrsm_fn, fs_dpotrf_fn, fs_dpotrs_fn, fs_dsyev_fn,
-                                    fs_dgelsd_fn, fs_dpotri_fn)
+                                    fs_dgelsd_fn, fs_dpotri_fn, fs_dtrmm_fn)
 
 cdef fs_blas _TABLE
 _TABLE.ddot = <fs_ddot_fn>cb.ddot
@@ -26,6 +26,7 @@ _TABLE.dpotrs = <fs_dpotrs_fn>cl.dpotrs
 _TABLE.dsyev = <fs_dsyev_fn>cl.dsyev
 _TABLE.dgelsd = <fs_dgelsd_fn>cl.dgelsd
 _TABLE.dpotri = <fs_dpotri_fn>cl.dpotri
+_TABLE.dtrmm = <fs_dtrmm_fn>cb.dtrmm
 
 
 cdef const fs_blas *blas_table() noexcept nogil:

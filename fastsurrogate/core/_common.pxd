@@ -43,6 +43,7 @@ cdef extern from "fs_common.h" nogil:
     ctypedef void *fs_dsyev_fn
     ctypedef void *fs_dgelsd_fn
     ctypedef void *fs_dpotri_fn
+    ctypedef void *fs_dtrmm_fn
     ctypedef struct fs_blas:
         fs_ddot_fn ddot
         fs_daxpy_fn daxpy
@@ -58,6 +59,7 @@ cdef extern from "fs_common.h" nogil:
         fs_dsyev_fn dsyev
         fs_dgelsd_fn dgelsd
         fs_dpotri_fn dpotri
+        fs_dtrmm_fn dtrmm
 
     const char *fs_strerror(int status)
     bint fs_isfinite(double x)

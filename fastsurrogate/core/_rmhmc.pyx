@@ -82,10 +82,12 @@ cdef class Metric:
         self.check_status(status)
         return G
 
-    def contract(self, q, u=None, trace=True):
+    def contract(self, q, u=None, trace=True, Ginv=None):
         """``(tr, quad)``: tr[k] = tr(G^{-1} dG/dq_k), quad[k] = u^T dG/dq_k u (None without u).
 
-        Both shape ``(dim,)``; G^{-1} is computed here from G(q).  With
+        Both shape ``(dim,)``.  G^{-1} is computed here from G(q) unless
+        ``Ginv`` (shape ``(dim, dim)``, symmetric) is given: tr is then
+        tr(Ginv dG/dq_k), as the sampler's C code calls it.  With
         ``trace=False`` (u required) only quad is computed, as the fixed-point
         iterations of the momentum update do, and tr is None.
         """
@@ -94,8 +96,15 @@ cdef class Metric:
             if u is None:
                 raise ValueError("trace=False needs u")
             Ginv = np.eye(self.met.dim)
-        else:
+        elif Ginv is None:
             Ginv = np.linalg.inv(self(qa))
+        else:
+            Ginv = np.asarray(Ginv, dtype=np.float64)
+            if Ginv.shape != (self.met.dim, self.met.dim):
+                raise ValueError(f"Ginv must have shape ({self.met.dim}, {self.met.dim}), "
+                                 f"got {Ginv.shape}")
+            if not np.all(np.isfinite(Ginv)) or not np.array_equal(Ginv, Ginv.T):
+                raise ValueError("Ginv must be finite and symmetric")
         Ginv = np.ascontiguousarray(Ginv)
         cdef cnp.ndarray Gi = Ginv
         cdef cnp.ndarray tr = np.empty(self.met.dim)
