@@ -32,7 +32,9 @@
  * 2 l e^-40 (1e-17 relative; fs_softabs returns l itself, tanh being 1.0
  * in double) and |f'(l) - 1| < 4e-16.  There G = H itself, J = 1, and no
  * eigendecomposition is needed: G is H, tr(G^-1 dG_k)
- * = sum_i c_i w~_ik |L^-1 w~_i|^2 (one dtrsm per position, H = L L^T), and
+ * = sum_i c_i w~_ik w~_i^T G^-1 w~_i (one triangular product per position,
+ * |R^T w~_i|^2 with the caller's Ginv = R R^T; |L^-1 w~_i|^2 with H = L L^T
+ * when Ginv has no Cholesky factor), and
  * u^T dG_k u = sum_i c_i w~_ik (w~_i . u)^2.  Both routes compute the same G
  * there (up to rounding); which one runs is a deterministic function of q.
  * Diagonal variant (non-convex U, the paper's PDE example): G = diag(f(h)),
@@ -121,7 +123,7 @@ typedef struct fs_network_metric {
     double *c3;               /* n_hidden: v_i a'''(t_i) at cq */
     double *pv;               /* n_hidden */
     double *Ew;               /* n_unsat x dim, column-major: (J - 1) rows, weighted */
-    double *R;                /* n_unsat x dim, column-major */
+    double *R;                /* n_unsat x dim, column-major; saturated: the factor of Ginv */
     double *Tm;               /* n_unsat x n_hidden, column-major */
     int *unsat;               /* dim */
     void *own_fast;

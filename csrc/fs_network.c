@@ -1073,6 +1073,97 @@ int fs_network_unit_coefs(const fs_network *net, const double *q, int order,
     return FS_OK;
 }
 
+/* g = H_x vx = sum_i v_i a''(t_i) (w_i . vx) w_i (additive networks, x
+   coordinates, g has ld entries), one pass over W by blocks of units: the
+   block's pre-activations, its products with vx and its update, all while
+   its rows are in L1. */
+FS_CLONES
+static void fs__hv_kernel(const fs_network *net, const double *x, const double *vx,
+                          double *FS_RESTRICT g)
+{
+    const int s = net->n_hidden, ld = net->ld, act = net->activation;
+    double t[FS__B], y[FS__B], f[FS__B], c[FS__B];
+    int i0, i;
+    memset(g, 0, sizeof(double) * (size_t)ld);
+    for (i0 = 0; i0 < s; i0 += FS__B) {
+        const int nb = s - i0 < FS__B ? s - i0 : FS__B;
+        const double *Wb = net->Wp + (size_t)i0 * ld;
+        fs__pre_block(net, x, i0, nb, t);
+        for (i = 0; i + 4 <= nb; i += 4) fs__pre4(Wb + (size_t)i * ld, ld, vx, 0, y + i);
+        for (; i < nb; i++) y[i] = fs__pre1(Wb + (size_t)i * ld, ld, vx, 0);
+        fs__act_block(act, nb, t, NULL, NULL, f, NULL);
+        for (i = 0; i < nb; i++) c[i] = net->v[i0 + i] * f[i] * y[i];
+        fs__acc_block(net, x, i0, nb, c, g);
+    }
+}
+
+/* A direction or a covector between q and x coordinates: out[j] =
+   inv_scale[j] a[j] for j < dim, zeros up to ld.  (x = (q - shift)
+   inv_scale, so a direction v in q is inv_scale v in x, and a gradient g in
+   x is inv_scale g in q.)  With pad, out has ld entries (zeros after dim). */
+static void fs__scale_dir(const fs_network *net, const double *a, double *out, int pad)
+{
+    const double *sc = net->inv_scale;
+    int j;
+    for (j = 0; j < net->dim; j++) out[j] = sc ? sc[j] * a[j] : a[j];
+    if (pad)
+        for (; j < net->ld; j++) out[j] = 0.0;
+}
+
+/* g = sum_i cf_i (w_i . ux)^2 w_i (x coordinates, g has ld entries), one
+   pass over W by blocks of units. */
+FS_CLONES
+static void fs__quad_rows_kernel(const fs_network *net, const double *cf, const double *ux,
+                                 double *FS_RESTRICT g)
+{
+    const int s = net->n_hidden, ld = net->ld;
+    double y[FS__B];
+    int i0, i;
+    memset(g, 0, sizeof(double) * (size_t)ld);
+    for (i0 = 0; i0 < s; i0 += FS__B) {
+        const int nb = s - i0 < FS__B ? s - i0 : FS__B;
+        const double *Wb = net->Wp + (size_t)i0 * ld;
+        for (i = 0; i + 4 <= nb; i += 4) fs__pre4(Wb + (size_t)i * ld, ld, ux, 0, y + i);
+        for (; i < nb; i++) y[i] = fs__pre1(Wb + (size_t)i * ld, ld, ux, 0);
+        for (i = 0; i < nb; i++) y[i] = cf[i0 + i] * (y[i] * y[i]);
+        fs__acc_block(net, ux, i0, nb, y, g);
+    }
+}
+
+int fs_network_quad_rows(const fs_network *net, const double *cf, const double *u,
+                         double *FS_RESTRICT out, double *FS_RESTRICT work)
+{
+    double *ux, *g;
+    if (fs__check(net) != FS_OK || cf == NULL || u == NULL || out == NULL) return FS_EINVAL;
+    if (net->activation == FS_NETWORK_RBF) return FS_EINVAL;
+    ux = fs__work(net, work);
+    if (ux == NULL) return FS_ENOMEM;
+    g = ux + net->ld;
+    fs__scale_dir(net, u, ux, 1);
+    fs__quad_rows_kernel(net, cf, ux, g);
+    fs__scale_dir(net, g, out, 0);
+    fs__unwork(net, work, ux);
+    return FS_OK;
+}
+
+int fs_network_hessian_vector(const fs_network *net, const double *q, const double *v,
+                              double *FS_RESTRICT out, double *FS_RESTRICT work)
+{
+    double *w, *vx, *g;
+    if (fs__check(net) != FS_OK || q == NULL || v == NULL || out == NULL) return FS_EINVAL;
+    if (net->activation == FS_NETWORK_RBF) return FS_EINVAL;
+    w = fs__work(net, work);
+    if (w == NULL) return FS_ENOMEM;
+    vx = w + net->ld;
+    g = vx + net->ld;
+    fs__standardise(net, q, w);
+    fs__scale_dir(net, v, vx, 1);
+    fs__hv_kernel(net, w, vx, g);
+    fs__scale_dir(net, g, out, 0);
+    fs__unwork(net, work, w);
+    return FS_OK;
+}
+
 int fs_network_features(const fs_network *net, size_t n, const double *Q,
                         double *FS_RESTRICT H, double *FS_RESTRICT work)
 {

@@ -154,6 +154,20 @@ int fs_network_third_diag(const fs_network *net, const double *q,
                           const double *a, double *FS_RESTRICT out,
                           double *FS_RESTRICT work);
 
+/* out = hess(q) v (dim), the Hessian-vector product of an additive network
+ * (FS_EINVAL for RBF) in one pass over the weights: sum_i v_i a''(t_i)
+ * (w~_i . v) w~_i, without forming hess.  Cost O(n_hidden dim). */
+int fs_network_hessian_vector(const fs_network *net, const double *q, const double *v,
+                              double *FS_RESTRICT out, double *FS_RESTRICT work);
+
+/* out = sum_i cf[i] (w~_i . u)^2 w~_i (dim) for unit coefficients cf
+ * (n_hidden; fs_network_unit_coefs), in one pass over the weights: with the
+ * order-3 coefficients, u^T (d hess / dq_k) u for all k (the kinetic term of
+ * the generalized leapfrog where the SoftAbs metric is the Hessian).
+ * Additive networks only (FS_EINVAL for RBF).  Cost O(n_hidden dim). */
+int fs_network_quad_rows(const fs_network *net, const double *cf, const double *u,
+                         double *FS_RESTRICT out, double *FS_RESTRICT work);
+
 /* cf[i] = v_i a^(order)(t_i), i < n_hidden, t_i = w_i . x + d_i: the unit
  * coefficients of the Hessian (order 2: hess = sum_i cf_i w~_i w~_i^T) and of
  * the third derivatives (order 3), for callers that contract them with their

@@ -267,6 +267,11 @@ def test_softabs_network_metric_in_each_regime(regime, scale):
     np.testing.assert_allclose(tr, tr_ref, rtol=0, atol=1e-10 * np.abs(tr_ref).max())
     np.testing.assert_allclose(quad, quad_ref, rtol=0, atol=1e-10 * np.abs(quad_ref).max())
     check_contractions(M, q, u)
+    if regime == "saturated":
+        # the trace by the factor of the caller's Ginv; with an indefinite
+        # one (no factor) by the solve with H's own factor: the same tr
+        tr_s, _ = M.contract(q, Ginv=np.diag([-1.0, 1.0, 1.0]))
+        np.testing.assert_allclose(tr_s, tr_ref, rtol=0, atol=1e-10 * np.abs(tr_ref).max())
     w = np.array([1.0, -2.0, 0.5])
     np.testing.assert_allclose(M.matvec(q, w), G_ref @ w, rtol=0,
                                atol=1e-12 * np.abs(G_ref).max() * np.abs(w).max())
@@ -416,6 +421,28 @@ def test_rmhmc_reproduces_posteriordb_reference(data_dir, cls, method):
         if abs(zm) > 4 or abs(zs) > 4:
             bad.append((name, round(float(zm), 2), round(float(zs), 2)))
     assert not bad, bad
+
+
+@pytest.mark.parametrize("activation", ["softplus", "sigmoid", "tanh"])
+def test_network_hessian_vector_matches_hessian(activation):
+    """The one-pass product (the eq. 8 product of the SoftAbs metric where
+    G = H) against the formed Hessian, off the 4-unit tiles and 32-unit
+    blocks (s = 70) and the 4-column padding (d = 5), standardised inputs."""
+    rng = np.random.default_rng(4)
+    Q = rng.normal(size=(300, 5)) * [1.0, 2.0, 0.5, 3.0, 1.0] + 0.3
+    U = 0.5 * np.sum(Q ** 2, axis=1) + np.sin(Q[:, 0])
+    net = train_random_network(Q, U, n_hidden=70, activation=activation, standardize=True,
+                               seed=2)
+    for q in Q[:5]:
+        v = rng.normal(size=5)
+        ref = net.hessian(q) @ v
+        np.testing.assert_allclose(net.hessian_vector(q, v), ref, rtol=0,
+                                   atol=1e-12 * (np.abs(ref).max() + 1e-300) * 70)
+    with pytest.raises(ValueError, match="v must have shape"):
+        net.hessian_vector(Q[0], np.ones(4))
+    rbf = train_random_network(Q, U, n_hidden=10, activation="rbf", seed=2)
+    with pytest.raises(TypeError, match="additive"):
+        rbf.hessian_vector(Q[0], np.ones(5))
 
 
 def test_bad_arguments_raise_before_c():

@@ -42,6 +42,8 @@ cdef extern from "fs_network.h" nogil:
                               double *grad, double *work)
     int fs_network_potential_eval(void *state, const double *q, double *value,
                                   double *grad)
+    int fs_network_hessian_vector(const fs_network *net, const double *q, const double *v,
+                                  double *out, double *work)
     int fs_network_hessian(const fs_network *net, const double *q, double *hess,
                            double *work)
     int fs_network_hessian_diag(const fs_network *net, const double *q, double *hdiag,

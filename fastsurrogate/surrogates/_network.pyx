@@ -330,6 +330,27 @@ cdef class RandomNetwork(Potential):
         self.check_status(status)
         return H
 
+    def hessian_vector(self, q, v):
+        """Hessian of z at q times v, shape (dim,), in O(n_hidden dim) without
+        forming the Hessian (additive activations; TypeError for RBF units).
+
+        Example: ``net.hessian_vector(q, v)`` equals ``net.hessian(q) @ v``
+        to rounding.
+        """
+        cdef cnp.ndarray qa = self._as_q(q)
+        cdef cnp.ndarray va = np.ascontiguousarray(
+            real_array("v", v, shape=(self.net.dim,), copy=False, allow_nonfinite=True))
+        cdef cnp.ndarray out = np.empty(self.net.dim)
+        cdef int status
+        if self.net.activation == FS_NETWORK_RBF:
+            raise TypeError("hessian_vector needs an additive activation, not rbf")
+        with nogil:
+            status = fs_network_hessian_vector(&self.net, <const double *>cnp.PyArray_DATA(qa),
+                                               <const double *>cnp.PyArray_DATA(va),
+                                               <double *>cnp.PyArray_DATA(out), NULL)
+        self.check_status(status)
+        return out
+
     def hessian_diag(self, q):
         """Diagonal of the Hessian of z at q, shape (dim,)."""
         cdef cnp.ndarray qa = self._as_q(q)
