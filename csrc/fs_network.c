@@ -574,6 +574,26 @@ FS__INLINE void fs__tile_rows(const fs_network *net, const double *x, int i, int
     }
 }
 
+/* f[b] = a''(t[b]), b < nb (additive).  Softplus by e = exp(-|t|) alone,
+ * a'' = e / (1 + e)^2 (fs__act_block also forms expm1 for the orders that
+ * need it); the others by fs__act_block. */
+FS__INLINE void fs__act2_block(int act, int nb, const double *t, double *f)
+{
+#ifdef FS__VEC
+    if (act == FS_NETWORK_SOFTPLUS) {
+        int b = 0;
+        for (; b + 4 <= nb; b += 4) {
+            const fs__v4 e = fs__expneg_v(-fs__abs(fs__ld(t + b)));
+            const fs__v4 r = 1.0 / (1.0 + e);
+            fs__st(f + b, e * r * r);
+        }
+        for (; b < nb; b++) fs__net_act1(act, t[b], NULL, NULL, f + b, NULL);
+        return;
+    }
+#endif
+    fs__act_block(act, nb, t, NULL, NULL, f, NULL);
+}
+
 /* Per-unit coefficients over a block:
  *   additive: cf[b] = v_b a^(order)(t_b)   (order 2 or 3)
  *   RBF: cf[b] = v_b a_b, il2[b] = 1 / l_b^2, a_b = exp(-t_b il2[b] / 2). */
@@ -589,8 +609,10 @@ FS__INLINE void fs__coef_order(const fs_network *net, int i0, int nb, const doub
         }
     } else {
         double f[FS__B];
-        fs__act_block(net->activation, nb, t, NULL, NULL, order == 2 ? f : NULL,
-                      order == 3 ? f : NULL);
+        if (order == 2)
+            fs__act2_block(net->activation, nb, t, f);
+        else
+            fs__act_block(net->activation, nb, t, NULL, NULL, NULL, f);
         for (b = 0; b < nb; b++) cf[b] = net->v[i0 + b] * f[b];
     }
 }
@@ -1091,7 +1113,7 @@ static void fs__hv_kernel(const fs_network *net, const double *x, const double *
         fs__pre_block(net, x, i0, nb, t);
         for (i = 0; i + 4 <= nb; i += 4) fs__pre4(Wb + (size_t)i * ld, ld, vx, 0, y + i);
         for (; i < nb; i++) y[i] = fs__pre1(Wb + (size_t)i * ld, ld, vx, 0);
-        fs__act_block(act, nb, t, NULL, NULL, f, NULL);
+        fs__act2_block(act, nb, t, f);
         for (i = 0; i < nb; i++) c[i] = net->v[i0 + i] * f[i] * y[i];
         fs__acc_block(net, x, i0, nb, c, g);
     }
