@@ -432,6 +432,12 @@ static double softabs_J(const fs_network_metric *s, int j, int k)
     return 0.5 * (s->fp[j] + s->fp[k]);
 }
 
+/* 1 when SoftAbs is not exactly |l| at eigenvalue j (f = l, f' = 1 there). */
+static int softabs_unsat(const fs_network_metric *s, int j)
+{
+    return s->f[j] != s->lam[j] || s->fp[j] != 1.0;
+}
+
 /* The rows in the eigenbasis, the third-derivative coefficients and the
    rows of J - 1 at the cached position (after softabs_at). */
 static int basis_at(fs_network_metric *s, const double *q)
@@ -439,7 +445,6 @@ static int basis_at(fs_network_metric *s, const double *q)
     const int d = s->net->dim, ns = s->net->n_hidden;
     const double one = 1.0, zero = 0.0;
     const char tr = 'T', nt = 'N';
-    double *mark = s->T;
     int i, j, l, r, m = 0, status;
     if (s->have_basis) return FS_OK;
     status = fs_network_unit_coefs(s->net, q, 3, s->c3, s->net_work);
@@ -453,16 +458,14 @@ static int basis_at(fs_network_metric *s, const double *q)
     }
     /* Yv (row-major ns x d) = Y V: column-major, Yv^T = V^T Y^T */
     s->blas->dgemm(&tr, &nt, &d, &ns, &d, &one, s->V, &d, s->Y, &d, &zero, s->Yv, &d);
-    for (j = 0; j < d; j++) {
-        mark[j] = (s->f[j] != s->lam[j] || s->fp[j] != 1.0) ? 1.0 : 0.0;
-        if (mark[j] != 0.0) s->unsat[m++] = j;
-    }
+    for (j = 0; j < d; j++)
+        if (softabs_unsat(s, j)) s->unsat[m++] = j;
     /* b^T (J - 1) b = sum_{j unsat} b_j sum_l (J_jl - 1) (2 - [l unsat]) b_l:
        a pair (j, l) with l saturated is met only from j */
     for (r = 0; r < m; r++)
         for (l = 0; l < d; l++)
             s->Ew[r + (size_t)l * m] = (softabs_J(s, s->unsat[r], l) - 1.0)
-                                       * (mark[l] != 0.0 ? 1.0 : 2.0);
+                                       * (softabs_unsat(s, l) ? 1.0 : 2.0);
     s->n_unsat = m;
     s->have_basis = 1;
     return FS_OK;

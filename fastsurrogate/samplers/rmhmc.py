@@ -185,10 +185,10 @@ class RNSRMHMC(RNSHMC):
         exact U.  "exact": the paper's choice, one exact metric per
         iteration.  ``python bench/rmhmc_ratios.py --test-metric surrogate
         --draws 1000``, then ``--skip-cost --test-metric exact --draws
-        1000`` (AMD EPYC, load ~1, each with its own RMHMC runs): min ESS/s 21.7x
-        RMHMC's against 5.8x on the simulated regression (acceptance 0.84
-        against 0.83), 15.0x against 5.0x on Bank Marketing (0.84 against
-        0.70).
+        1000`` (AMD EPYC, load 1-2, each with its own RMHMC runs): min ESS/s
+        16.5x RMHMC's against 4.2x on the simulated regression (acceptance
+        0.84 against 0.83), 12.2x against 3.7x on Bank Marketing (0.84
+        against 0.70).
     diagonal_metric : bool
         SoftAbs of the network's Hessian diagonal (non-convex U).
     softabs_alpha : float
