@@ -1114,6 +1114,22 @@ FS__INLINE double fs__weight_deriv(const fs_glm *m, double t)
     }
 }
 
+int fs_glm_weight_deriv(int family, double sigma, double t, double *FS_RESTRICT w,
+                        double *FS_RESTRICT dw)
+{
+    fs_glm m;
+    if (family != FS_GLM_LOGISTIC && family != FS_GLM_PROBIT && family != FS_GLM_POISSON
+        && family != FS_GLM_GAUSSIAN)
+        return FS_EINVAL;
+    memset(&m, 0, sizeof(m));
+    m.family = family;
+    m.sigma = sigma;
+    m.inv_sigma2 = 1.0 / (sigma * sigma);
+    fs__weights(&m, &t, 1, w);
+    *dw = fs__weight_deriv(&m, t);
+    return FS_OK;
+}
+
 FS_CLONES
 void fs_glm_weight_derivs_rows(const fs_glm *m, const double *beta, size_t i0, size_t i1,
                                double *FS_RESTRICT dw)

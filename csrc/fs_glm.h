@@ -117,6 +117,14 @@ int fs_glm_potential_eval(void *state, const double *q, double *value,
 int fs_glm_fisher(const fs_glm *m, const double *beta, double *FS_RESTRICT F,
                   double *FS_RESTRICT work);
 
+/* The expected-information weight w(t) and dw/dt of a family (sigma: the
+ * gaussian noise sd): logistic s(1-s), (1-2s) w; probit m(t) m(-t) with the
+ * inverse Mills ratio m, w (m(-t) - m(t) - 2t); poisson e^t twice; gaussian
+ * 1/sigma^2 and 0.  The same functions as the row kernels below use
+ * (FS_EINVAL for an unknown family). */
+int fs_glm_weight_deriv(int family, double sigma, double t, double *FS_RESTRICT w,
+                        double *FS_RESTRICT dw);
+
 /* Row kernels of the Fisher metric (fs_metrics.c), rows [i0, i1), one pass
  * over them, by the tiles of the gradient kernel:
  *   fs_glm_fisher_matvec_rows: part (d) = sum_n w(x_n . beta) (x_n . v) x_n,

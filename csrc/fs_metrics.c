@@ -22,37 +22,6 @@ FS__INLINE double mdot(const double *FS_RESTRICT x, const double *FS_RESTRICT y,
 
 /* ---- GLM Fisher metric ---------------------------------------------------- */
 
-int fs_glm_weight_deriv(int family, double sigma, double t, double *FS_RESTRICT w,
-                        double *FS_RESTRICT dw)
-{
-    switch (family) {
-    case FS_GLM_LOGISTIC: {
-        const double e = exp(-fabs(t)), u = 1.0 + e;
-        *w = e / (u * u);
-        *dw = *w * (t >= 0 ? (e - 1.0) / u : (1.0 - e) / u);   /* w (1 - 2 s) */
-        break;
-    }
-    case FS_GLM_PROBIT: {
-        double m1, m2;
-        fs_inv_mills(t, &m1);
-        fs_inv_mills(-t, &m2);
-        *w = m1 * m2;
-        *dw = *w * (m2 - m1 - 2.0 * t);
-        break;
-    }
-    case FS_GLM_POISSON:
-        *w = *dw = exp(t);
-        break;
-    case FS_GLM_GAUSSIAN:
-        *w = 1.0 / (sigma * sigma);
-        *dw = 0.0;
-        break;
-    default:
-        return FS_EINVAL;
-    }
-    return FS_OK;
-}
-
 int fs_glm_metric_init(fs_glm_metric *s, const fs_glm *model, const fs_blas *blas)
 {
     size_t d, total, c;

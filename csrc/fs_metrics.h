@@ -93,13 +93,6 @@ int fs_glm_metric_contract(void *state, const double *q, const double *Ginv,
  * The position update (RNS-HMC paper eq. 8) needs G(q')^{-1} p at each
  * iterate q'; fs_rmhmc solves it with this product (fs_rmhmc.h). */
 int fs_glm_metric_matvec(void *state, const double *q, const double *v, double *out);
-/* The expected-information weight w(t) and dw/dt of a family (sigma: the
- * gaussian noise sd): logistic s(1-s), (1-2s) w; probit m(t) m(-t) with the
- * inverse Mills ratio m, w (m(-t) - m(t) - 2t); poisson e^t twice; gaussian
- * 1/sigma^2 and 0. */
-int fs_glm_weight_deriv(int family, double sigma, double t, double *FS_RESTRICT w,
-                        double *FS_RESTRICT dw);
-
 typedef struct fs_network_metric {
     const fs_network *net;    /* borrowed */
     const fs_blas *blas;      /* borrowed: dsyev */
