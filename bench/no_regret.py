@@ -18,7 +18,7 @@ partial results.
 
 One chain per method, same n_warmup and n_draws for all; ``--replicates R``
 runs every row with seeds seed..seed+R-1 (methods in turn within each
-replicate: NUTS, HMC, RNS-HMC, ARNS-HMC, NNgHMC, so load drifts hit all
+replicate: NUTS, HMC, RNS-HMC, ARNS-HMC, NNgHMC, RNS-RMHMC, so load drifts hit all
 rows alike) and reports medians over the replicates, each row's median
 min ESS/s against NUTS's and against the best of the exact baselines NUTS
 and HMC; a single run's min ESS is itself noisy (NUTS on garch11, 500 draws:
@@ -48,7 +48,7 @@ from fastsurrogate import diagnostics
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _benchutil import machine_line, log  # noqa: E402
 
-METHODS = ("nuts", "hmc", "rns-hmc", "arns-hmc", "nnghmc")
+METHODS = ("nuts", "hmc", "rns-hmc", "arns-hmc", "nnghmc", "rns-rmhmc")
 BASELINES = ("nuts", "hmc")
 
 

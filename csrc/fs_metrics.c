@@ -327,6 +327,29 @@ void fs_network_metric_free(fs_network_metric *s)
     free(s->own_fast);
     s->own_fast = NULL;
     s->fast = 0;
+    free(s->offset);
+    s->offset = NULL;
+}
+
+int fs_network_metric_set_offset(fs_network_metric *s, const double *P)
+{
+    const size_t dd = (size_t)s->net->dim * (size_t)s->net->dim;
+    size_t i;
+    s->have = 0;
+    s->have_basis = 0;
+    if (P == NULL) {
+        free(s->offset);
+        s->offset = NULL;
+        return FS_OK;
+    }
+    for (i = 0; i < dd; i++)
+        if (!fs_isfinite(P[i])) return FS_EINVAL;
+    if (s->offset == NULL) {
+        s->offset = malloc(sizeof(double) * dd);
+        if (s->offset == NULL) return FS_ENOMEM;
+    }
+    memcpy(s->offset, P, sizeof(double) * dd);
+    return FS_OK;
 }
 
 /* The eigen- (or diagonal) decomposition at q, cached. */
@@ -339,10 +362,14 @@ static int softabs_at(fs_network_metric *s, const double *q)
     s->have_basis = 0;
     if (s->diagonal) {
         status = fs_network_hessian_diag(s->net, q, s->lam, s->net_work);
+        if (s->offset != NULL)
+            for (i = 0; i < d; i++) s->lam[i] += s->offset[(size_t)i * d + i];
     } else {
         const char jobz = 'V', uplo = 'L';
         status = fs_network_hessian(s->net, q, s->V, s->net_work);
         if (status != FS_OK) return status;
+        if (s->offset != NULL)
+            for (i = 0; i < d * d; i++) s->V[i] += s->offset[i];
         for (i = 0; i < d * d; i++)
             if (!fs_isfinite(s->V[i])) return FS_ENONFINITE;
         s->sat = 0;
@@ -528,8 +555,18 @@ static int fast_contract(fs_network_metric *s, const double *q, const double *Gi
 int fs_network_metric_matvec(void *state, const double *q, const double *v, double *out)
 {
     fs_network_metric *s = (fs_network_metric *)state;
+    const int d = s->net->dim;
+    int status, i, j;
     if (!s->fast) return FS_EINVAL;
-    return fs_network_hessian_vector(s->net, q, v, out, s->net_work);
+    status = fs_network_hessian_vector(s->net, q, v, out, s->net_work);
+    if (status == FS_OK && s->offset != NULL)
+        for (i = 0; i < d; i++) {
+            const double *row = s->offset + (size_t)i * d;
+            double acc = 0.0;
+            for (j = 0; j < d; j++) acc += row[j] * v[j];
+            out[i] += acc;
+        }
+    return status;
 }
 
 int fs_network_metric_matvec_exact(void *state, const double *q)

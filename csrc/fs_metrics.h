@@ -120,11 +120,19 @@ typedef struct fs_network_metric {
     double *Tm;               /* n_unsat x n_hidden, column-major */
     int *unsat;               /* dim */
     void *own_fast;
+    /* A constant symmetric matrix added to the network's Hessian before the
+     * SoftAbs map (NULL: none): the precision of a Gaussian base U0 when the
+     * leapfrog is driven by z + U0 (fs_network_metric_set_offset). */
+    double *offset;           /* dim x dim, owned */
 } fs_network_metric;
 
 int fs_network_metric_init(fs_network_metric *s, const fs_network *net, const fs_blas *blas,
                            int diagonal, double alpha);
 void fs_network_metric_free(fs_network_metric *s);
+/* G = SoftAbs(H_z(q) + P) with P (dim x dim, symmetric; copied) constant, so
+ * dG/dq_k comes from H_z alone and every contraction below is unchanged;
+ * P = NULL removes it.  FS_EINVAL when P is not finite. */
+int fs_network_metric_set_offset(fs_network_metric *s, const double *P);
 int fs_network_metric_eval(void *state, const double *q, double *G);
 /* The product of the saturated route, H(q) v = sum_i c2_i w~_i (w~_i . v)
  * (O(s d), no Hessian): G(q) v wherever G = H (fs_network_metric_matvec_exact

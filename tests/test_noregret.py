@@ -9,7 +9,7 @@ import fastsurrogate as fs
 from fastsurrogate import diagnostics
 
 
-@pytest.mark.parametrize("method", ["rns-hmc", "nnghmc"])
+@pytest.mark.parametrize("method", ["rns-hmc", "nnghmc", "rns-rmhmc"])
 def test_cheap_posterior_falls_back_to_an_exact_sampler_and_says_why(method):
     mean = np.array([1.0, -1.0, 0.5])
     cov = np.array([[1.0, 0.6, 0.0], [0.6, 2.0, 0.3], [0.0, 0.3, 0.5]])
@@ -23,7 +23,7 @@ def test_cheap_posterior_falls_back_to_an_exact_sampler_and_says_why(method):
 
 
 @pytest.mark.no_regret_default
-@pytest.mark.parametrize("cls", [fs.RNSHMC, fs.ARNSHMC, fs.NNGHMC])
+@pytest.mark.parametrize("cls", [fs.RNSHMC, fs.ARNSHMC, fs.NNGHMC, fs.RNSRMHMC])
 def test_no_regret_is_the_default_and_explores_with_nuts(cls):
     target = fs.models.StandardNormal(2)
     s = cls(target)
@@ -95,8 +95,50 @@ def test_expensive_posterior_switches_to_the_surrogate_and_stays_exact():
     assert np.all(np.abs(zs) < 4.5), zs
 
 
+def _check_gaussian(res, f):
+    z = (res.draws.mean(axis=(0, 1)) - f.mean) / diagnostics.mcse_mean(res.draws)
+    assert np.all(np.abs(z) < 4.5), z
+    sd = res.draws.reshape(-1, f.mean.size).std(axis=0)
+    zs = (sd - np.sqrt(np.diag(f.cov))) / diagnostics.mcse_sd(res.draws)
+    assert np.all(np.abs(zs) < 4.5), zs
+
+
 @pytest.mark.no_regret_default
-@pytest.mark.parametrize("method", ["rns-hmc", "arns-hmc", "nnghmc"])
+@pytest.mark.parametrize("forced", [None, True, False])
+def test_rns_rmhmc_trial_runs_the_riemannian_chain_and_either_verdict_is_exact(
+        monkeypatch, forced):
+    """RNS-RMHMC under the rule: the cost check, then a trial of its own
+    Riemannian chain (step adapted once, before the trial); on a switch the
+    kept draws continue that chain, on a fallback the exact one.  The rule's
+    own verdict on this posterior is close to its threshold (trial ratios
+    0.7-2.2, whole-run ratios 0.5-1.3 over seeds), so both outcomes are
+    also forced, through the trial's verdict, to test each path."""
+    from fastsurrogate.samplers import _noregret
+    if forced is not None:
+        real = _noregret.run_trial
+
+        def fixed(run_round, verdict):
+            switch, measured = real(run_round, verdict)
+            return forced, measured
+        monkeypatch.setattr(_noregret, "run_trial", fixed)
+    f = _Expensive()
+    pot = fs.Potential.from_callable(f, 4)
+    res = fs.sample(pot, "rns-rmhmc", n_draws=1500, n_warmup=600, chains=1, seed=5,
+                    n_hidden=200, progress=False)
+    nr = res.info["no_regret"]
+    assert nr["cost"]["cost_ratio"] > 2.0 and nr["trial"]["trial_iterations"] >= 200
+    assert len(res.info["rm_step_size"]) == 1 and res.info["rm_step_size"][0] > 0
+    assert nr["switched"] is ("fallback" not in res.info)
+    if forced is not None:
+        assert nr["switched"] is forced
+    if nr["switched"]:
+        # the kept draws are the Riemannian chain's: L in 1..rm_n_steps (3)
+        assert res.stats["n_steps"].max() <= 3
+    _check_gaussian(res, f)
+
+
+@pytest.mark.no_regret_default
+@pytest.mark.parametrize("method", ["rns-hmc", "arns-hmc", "nnghmc", "rns-rmhmc"])
 def test_default_surrogate_samplers_reproduce_a_posteriordb_reference(data_dir, method):
     """With default settings (whatever the rule decides), the draws match the
     posteriordb reference within MCSE."""

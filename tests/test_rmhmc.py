@@ -6,6 +6,7 @@ import pytest
 
 import fastsurrogate as fs
 from fastsurrogate import diagnostics
+from fastsurrogate.core._potential import WeightedSum
 from fastsurrogate.core._rmhmc import (FisherMetric, SoftAbsMetric, CallableMetric, RMChain,
                                        softabs, glm_weight_deriv)
 from fastsurrogate.models import posteriordb as pdb
@@ -212,10 +213,12 @@ def scaled_network(scale, alpha=1.0):
     return net, SoftAbsMetric(net, alpha=alpha)
 
 
-def softabs_reference(net, q, alpha, u):
+def softabs_reference(net, q, alpha, u, offset=None):
     """G, dG/dq_k and the two contractions of the SoftAbs metric of a softplus
     network in NumPy: Hessian and third derivatives from the weights,
-    Daleckii-Krein for the derivative of the matrix function."""
+    Daleckii-Krein for the derivative of the matrix function.  ``offset``: a
+    constant matrix added to the Hessian (SoftAbsMetric(offset=)); the
+    returned H includes it."""
     shift = np.zeros(len(q)) if net.shift is None else net.shift
     scale = np.ones(len(q)) if net.scale is None else net.scale
     Wt = net.W / scale
@@ -225,6 +228,8 @@ def softabs_reference(net, q, alpha, u):
     a3 = a2 * (1 - 2 * sg)
     v = net.output_weights
     H = (Wt.T * (v * a2)) @ Wt
+    if offset is not None:
+        H = H + offset
     dH = np.einsum("i,ik,ij,il->kjl", v * a3, Wt, Wt, Wt)
     lam, V = np.linalg.eigh(H)
     f, fp = softabs(lam, alpha)
@@ -277,6 +282,61 @@ def test_softabs_network_metric_in_each_regime(regime, scale):
                                atol=1e-12 * np.abs(G_ref).max() * np.abs(w).max())
 
 
+OFFSET = np.array([[0.6, 0.2, -0.1], [0.2, 0.4, 0.05], [-0.1, 0.05, 0.3]])
+
+
+@pytest.mark.parametrize("regime, scale", [("unsaturated", 1.0), ("mixed", 30.0),
+                                           ("saturated", 400.0)])
+def test_softabs_network_metric_with_offset(regime, scale):
+    """SoftAbs(H_z + P) with a constant P (the precision of a Gaussian base,
+    RNSRMHMC(base="laplace")): G, both contractions and the product G v
+    against the NumPy reference (dG from H_z alone), finite differences, in
+    each route; the offset does not change the metric without it."""
+    net, M0 = scaled_network(scale)
+    P = OFFSET * (1.0 if regime == "mixed" else scale)
+    M = SoftAbsMetric(net, alpha=1.0, offset=P)
+    q = np.array([0.3, -0.4, 0.2]) / np.sqrt(scale)
+    u = np.array([0.7, -0.2, 0.4]) / np.sqrt(scale)
+    H, lam, G_ref, dG, tr_ref, quad_ref = softabs_reference(net, q, 1.0, u, offset=P)
+    if regime == "unsaturated":
+        assert lam.max() < 20
+    elif regime == "mixed":
+        assert lam.min() < 20 < lam.max()
+    else:
+        assert lam.min() > 20
+    G = M(q)
+    np.testing.assert_allclose(G, G_ref, rtol=0, atol=1e-12 * np.abs(G_ref).max())
+    tr, quad = M.contract(q, u)
+    np.testing.assert_allclose(tr, tr_ref, rtol=0, atol=1e-10 * np.abs(tr_ref).max())
+    np.testing.assert_allclose(quad, quad_ref, rtol=0, atol=1e-10 * np.abs(quad_ref).max())
+    check_contractions(M, q, u)
+    w = np.array([1.0, -2.0, 0.5])
+    np.testing.assert_allclose(M.matvec(q, w), G_ref @ w, rtol=0,
+                               atol=1e-12 * np.abs(G_ref).max() * np.abs(w).max())
+    np.testing.assert_allclose(M0(q), softabs_reference(net, q, 1.0, u)[2], rtol=0,
+                               atol=1e-12 * np.abs(G_ref).max())
+    assert M0.offset is None and np.array_equal(M.offset, P)
+
+
+def test_softabs_diagonal_metric_with_offset():
+    net, _ = small_network(True)
+    M = SoftAbsMetric(net, alpha=1.5, diagonal=True, offset=OFFSET)
+    q = np.array([0.3, -0.4, 0.2])
+    np.testing.assert_allclose(np.diag(M(q)),
+                               softabs(np.diag(net.hessian(q)) + np.diag(OFFSET), 1.5)[0],
+                               rtol=1e-12)
+    check_contractions(M, q, np.array([0.7, -0.2, 0.4]))
+
+
+@pytest.mark.parametrize("bad, match", [
+    (np.eye(2), "offset must have shape"), (np.full((3, 3), np.nan), "finite"),
+    (np.triu(np.ones((3, 3))), "symmetric")])
+def test_softabs_offset_bad_input_raises_before_c(bad, match):
+    net, _ = small_network(False)
+    with pytest.raises(ValueError, match=match):
+        SoftAbsMetric(net, offset=bad)
+
+
 @pytest.mark.parametrize("regime, scale", [("mixed", 30.0), ("saturated", 400.0)])
 def test_softabs_position_update_by_products_matches_whole_metrics(regime, scale):
     """eq. 8 with the network metric's O(s d) products (kept only where G = H
@@ -312,7 +372,8 @@ def lf_map(chain, eps, n):
     return f
 
 
-@pytest.mark.parametrize("kind", ["fisher", "softabs", "softabs-saturated"])
+@pytest.mark.parametrize("kind", ["fisher", "softabs", "softabs-saturated",
+                                  "softabs-base", "softabs-base-saturated"])
 def test_generalized_leapfrog_reversible_and_volume_preserving(kind):
     if kind == "fisher":
         m = glm("logistic", n=2000, d=3)
@@ -324,6 +385,18 @@ def test_generalized_leapfrog_reversible_and_volume_preserving(kind):
         pot, M = small_network(False)
         q = np.array([0.3, -0.4, 0.2])
         p = np.array([0.8, -0.5, 0.3])
+        eps = 0.2
+    elif kind.startswith("softabs-base"):
+        # drive z + U0 (Gaussian U0 of precision P), metric SoftAbs(H_z + P)
+        scale = 400.0 if kind.endswith("saturated") else 1.0
+        net, _ = scaled_network(scale)
+        P = OFFSET * scale
+        base = fs.models.Gaussian(np.array([0.1, 0.0, -0.1]) / np.sqrt(scale),
+                                  np.linalg.inv(P))
+        pot = WeightedSum([net, base], [1.0, 1.0])
+        M = SoftAbsMetric(net, offset=P)
+        q = np.array([0.3, -0.4, 0.2]) / np.sqrt(scale)
+        p = np.array([0.8, -0.5, 0.3]) * np.sqrt(scale)
         eps = 0.2
     else:   # G = H along the trajectory: eq. 8 by the network's O(s d) products
         pot, M = scaled_network(400.0)
@@ -373,6 +446,7 @@ def logistic_reference():
     ("rmhmc", dict(n_steps=3)),
     ("rns-rmhmc", dict(n_hidden=300, rm_n_steps=3)),
     ("rns-rmhmc", dict(n_hidden=300, rm_n_steps=3, test_metric="exact")),
+    ("rns-rmhmc", dict(n_hidden=300, rm_n_steps=3, base="laplace")),
 ])
 def test_rmhmc_exact_on_logistic_regression(logistic_reference, method, kw):
     m, ref = logistic_reference

@@ -28,6 +28,7 @@ cdef extern from "fs_metrics.h" nogil:
     int fs_glm_metric_init(fs_glm_metric *s, const fs_glm *model, const fs_blas *blas)
     int fs_network_metric_init(fs_network_metric *s, const fs_network *net,
                                const fs_blas *blas, int diagonal, double alpha)
+    int fs_network_metric_set_offset(fs_network_metric *s, const double *P)
 
 
 cdef class Metric:
@@ -215,20 +216,43 @@ cdef class SoftAbsMetric(Metric):
     alpha : float > 0
         Sharpness; eigenvalues are floored smoothly at about 1/alpha.
     diagonal : bool
+    offset : (dim, dim) array, optional
+        A constant symmetric matrix P added to the Hessian before the map:
+        G = SoftAbs(H_z(q) + P).  With a Gaussian base U0 of precision P
+        (the leapfrog driven by z + U0, ``RNSRMHMC(base="laplace")``) this
+        is SoftAbs of the drive's Hessian; dG comes from z alone.
     """
     cdef fs_network_metric nm
     cdef bint ready
     cdef readonly object network
     cdef readonly double alpha
     cdef readonly bint diagonal
+    cdef readonly object offset
 
-    def __init__(self, RandomNetwork network not None, double alpha=1.0, bint diagonal=False):
+    def __init__(self, RandomNetwork network not None, double alpha=1.0, bint diagonal=False,
+                 offset=None):
         if not (alpha > 0 and np.isfinite(alpha)):
             raise ValueError(f"alpha must be positive and finite, got {alpha}")
+        cdef cnp.ndarray P = None
+        cdef int d = network.pot.dim
+        if offset is not None:
+            P = np.array(offset, dtype=np.float64, order="C", copy=True)
+            if P.ndim != 2 or P.shape[0] != d or P.shape[1] != d:
+                raise ValueError(f"offset must have shape ({d}, {d}), got {np.shape(offset)}")
+            if not np.all(np.isfinite(P)):
+                raise ValueError("offset must be finite")
+            if not np.allclose(P, P.T, rtol=1e-10, atol=1e-12 * (np.abs(P).max() + 1e-300)):
+                raise ValueError("offset must be symmetric")
+            P = np.ascontiguousarray(0.5 * (P + P.T))
+            P.setflags(write=False)
         cdef int status = fs_network_metric_init(&self.nm, &network.net, blas_table(),
                                                  diagonal, alpha)
         raise_for_status(status, "SoftAbsMetric")
         self.ready = True
+        if P is not None:
+            status = fs_network_metric_set_offset(&self.nm, <const double *>cnp.PyArray_DATA(P))
+            raise_for_status(status, "SoftAbsMetric")
+        self.offset = P
         self.network = network
         self.alpha = alpha
         self.diagonal = diagonal

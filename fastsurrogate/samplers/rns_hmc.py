@@ -419,13 +419,17 @@ class RNSHMC(HMC):
             return self.start_transitions(ctx, net)
         return self._continue_chain(ctx.chain, net)
 
+    def _trial_parallel(self, net):
+        """Whether the trial's chains may run in threads."""
+        return self.potential.thread_safe and net.thread_safe
+
     def no_regret_trial(self, run, net):
         """Rule 2: trial_length surrogate iterations per chain (not kept), in
         up to MAX_TRIAL_ROUNDS rounds while too few effective samples came
         out for a rate (``_noregret.extend_trial``); True to switch."""
         n = self.trial_length
         total = n * _noregret.MAX_TRIAL_ROUNDS
-        parallel = self.potential.thread_safe and net.thread_safe
+        parallel = self._trial_parallel(net)
 
         def run_round(r):
             def worker(ctx):
