@@ -191,10 +191,10 @@ class RNSRMHMC(RNSHMC):
         exact U.  "exact": the paper's choice, one exact metric per
         iteration.  ``python bench/rmhmc_ratios.py --test-metric surrogate
         --draws 1000``, then ``--skip-cost --test-metric exact --draws
-        1000`` (AMD EPYC, load 1-2, each with its own RMHMC runs): min ESS/s
-        16.5x RMHMC's against 4.2x on the simulated regression (acceptance
-        0.84 against 0.83), 12.2x against 3.7x on Bank Marketing (0.84
-        against 0.70).
+        1000`` (AMD EPYC Zen 1 at cc774c8, load 1-2, each with its own
+        RMHMC runs): min ESS/s 16.5x RMHMC's against 4.2x on the simulated
+        regression (acceptance 0.84 against 0.83), 12.2x against 3.7x on
+        Bank Marketing (0.84 against 0.70).
     no_regret : bool or None
         As for :class:`RNSHMC` (None: on).  The cost check runs before
         training (on a lower bound of an RNS-RMHMC iteration: one exact U
@@ -203,12 +203,10 @@ class RNSRMHMC(RNSHMC):
         switch the kept draws continue that chain, on a fallback the better
         exact chain of the exploration.  Why it is on: a network whose
         Hessian is off makes the adapted Riemannian step tiny and the chain
-        exact but stuck.  With the defaults (s = 1000, 1000 exploration
-        iterations) on the simulated logistic regression (N = 100000,
-        d = 50) the rule off gave an adapted step of 0.055, acceptance 0.88
-        and min ESS 1 in 600 draws (the paper's step 0.54: acceptance 0.29,
-        min ESS 5); on a9a-60d, step 0.0019 and min ESS 1.4 in 1200 trial
-        iterations.  With the rule both fall back to the exact sampler.
+        exact but stuck.  With the defaults (s = 1000) and the rule off,
+        min ESS was 1 in 500 draws on the simulated logistic regression
+        (N = 100000, d = 50), Bank Marketing and a9a-60d; with it all three
+        fell back to the exact sampler (README, "No-regret", item 7).
         ``no_regret=False`` runs the paper's algorithm (HMC exploration).
     base : None, "laplace" or Gaussian
         As for :class:`RNSHMC`: the network is fitted to U - U0 and the
