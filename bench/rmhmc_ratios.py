@@ -137,8 +137,9 @@ def main():
                          "or both")
     ap.add_argument("--explore", default="nuts", choices=("nuts", "hmc"),
                     help="RNS-RMHMC's exact exploration at the table's fixed step: NUTS "
-                         "(default, and what the no-regret default ran before it was "
-                         "explicit here) or the paper's HMC with the table's L")
+                         "(default; close to what the defaulted no-regret rule ran here "
+                         "before, NUTS with a last window half exact HMC) or the paper's "
+                         "HMC with the table's L")
     ap.add_argument("--skip-cost", action="store_true", help="skip the per-iteration cost part")
     ap.add_argument("--data", default=os.environ.get("FASTSURROGATE_DATA", "/work/shared/data"))
     a = ap.parse_args()
