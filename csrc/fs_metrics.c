@@ -555,17 +555,15 @@ static int fast_contract(fs_network_metric *s, const double *q, const double *Gi
 int fs_network_metric_matvec(void *state, const double *q, const double *v, double *out)
 {
     fs_network_metric *s = (fs_network_metric *)state;
-    const int d = s->net->dim;
-    int status, i, j;
-    if (!s->fast) return FS_EINVAL;
+    int status;
+    if (!s->fast) return FS_EINVAL;   /* fast: the BLAS table has dgemv */
     status = fs_network_hessian_vector(s->net, q, v, out, s->net_work);
-    if (status == FS_OK && s->offset != NULL)
-        for (i = 0; i < d; i++) {
-            const double *row = s->offset + (size_t)i * d;
-            double acc = 0.0;
-            for (j = 0; j < d; j++) acc += row[j] * v[j];
-            out[i] += acc;
-        }
+    if (status == FS_OK && s->offset != NULL) {   /* out += P v (P symmetric) */
+        const int d = s->net->dim, inc = 1;
+        const double one = 1.0;
+        const char nt = 'N';
+        s->blas->dgemv(&nt, &d, &d, &one, s->offset, &d, v, &inc, &one, out, &inc);
+    }
     return status;
 }
 

@@ -484,10 +484,12 @@ def test_rmhmc_reproduces_posteriordb_reference(data_dir, cls, method):
     res = fs.sample(pot, method=method, metric=linear_gaussian_fisher(model), n_draws=1500,
                     n_warmup=600, chains=1, seed=7, progress=False, **kw)
     # RNS-RMHMC's divergences are fixed points of the surrogate metric that
-    # do not converge (rejected: the chain stays exact).  On ArK they were
-    # 0-2.4 % over seeds 7-11 (AMD EPYC Zen 4, -O3) and 2.8 % for seed 7 in
-    # the -O0 sanitizer build there, independent of max_fixed_point (20, 50,
-    # 200: 2.1, 2.1, 1.7 % for seed 9), so 5 % for it; RMHMC's stay at 2 %.
+    # do not converge (rejected: the chain stays exact), at states in the
+    # tails (seed 9: max |z| 2.6 against 1.6 for all states).  On ArK they
+    # were 1.7, 0, 2.1, 2.4, 0, 4.2, 1.1, 1.9 % over seeds 7-14 (AMD EPYC
+    # Zen 4, -O3) and 2.8 % for seed 7 in the -O0 sanitizer build there, not
+    # fewer with max_fixed_point 50 or 200 or with n_warmup 1200, so 5 % for
+    # it; RMHMC's stay at 2 %.
     assert res.stats["divergent"].mean() < (0.05 if method == "rns-rmhmc" else 0.02)
     draws = res.constrained()
     bad = []

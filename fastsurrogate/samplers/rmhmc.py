@@ -261,56 +261,38 @@ class RNSRMHMC(RNSHMC):
         self.max_fixed_point = check_int("max_fixed_point", max_fixed_point, 1)
         self.fixed_point_tol = check_positive("fixed_point_tol", fixed_point_tol)
 
-    def phases(self, run):
-        """Explore, train, then the Riemannian surrogate chain; under the
-        no-regret rule (the default) the cost check before training and the
-        trial after it, as in :class:`RNSHMC`, with the trial run by the
-        Riemannian chain itself (after its step-size adaptation)."""
-        seed, Q, U = self.explore_phase(run)
-        if self.no_regret:
-            exact = _noregret.choose_exact(run.ctxs)
-            if exact is not None:
-                run.info.setdefault("no_regret", {})["exact"] = exact
-            if self.surrogate is None:
-                # a lower bound on an RNS-RMHMC iteration (one exact U and
-                # rm_n_steps network gradients; the metric comes on top), so
-                # a fallback here is safe and a pass is decided by the trial
-                record = self.cost_check(run, Q)
-                if record is not None:
-                    return self.fall_back(run, record)
-        with run.phase("train"):
-            # "laplace": this run's own Laplace approximation (a Gaussian)
-            base = self._laplace_base(Q, U) if isinstance(self.base, str) else self.base
-            net = (self.surrogate if self.surrogate is not None
-                   else self.train(Q, U, seed, base))
-        if base is not None:
-            run.info["base"] = base
-        _metric_parts(net)
-        run.surrogate = net
-        run.info.update(n_train=int(Q.shape[0]), guard_events=[], not_converged=0,
-                        rm_step_size=[])
-        if self.no_regret:
-            # the surrogate metric's BLAS calls on one thread (see exploit_rm)
-            with blas_threads(1):
-                switch = self.no_regret_trial(run, net)
-            if not switch:
-                run.info["not_converged"] = sum(c.chain.n_not_converged for c in run.ctxs)
-                return self.fall_back(run, _noregret.fallback_record(run.info["no_regret"]))
-        run.each_chain(lambda ctx: self.exploit_rm(ctx, net), run.n_draws, "exploit",
-                       parallel=False)
+    # RNSHMC.phases runs the algorithm (explore, the rule's cost check, train,
+    # trial, exploit); these hooks make its surrogate chain the Riemannian one.
+    def _surrogate_ready(self, run, net):
+        _metric_parts(net)     # a network, or a network plus a Gaussian base
+        run.info.update(not_converged=0, rm_step_size=[])
 
     def _surrogate_steps(self, ctx=None):
+        """Network gradients per iteration: the cost check's lower bound of an
+        RNS-RMHMC iteration (one exact U and these; the metric comes on top),
+        so a fallback there is safe and a pass is decided by the trial."""
         return _noregret.steps_per_iteration(self.rm_n_steps, self.random_n_steps)
 
-    def _trial_parallel(self, net):
+    def _matched_steps(self, ctxs):
+        return None            # rm_n_steps is the Riemannian chain's, never matched to NUTS
+
+    def _chains_parallel(self, net):
         return False
+
+    def no_regret_trial(self, run, net):
+        # the surrogate metric's BLAS calls on one thread (see exploit)
+        with blas_threads(1):
+            switch = super().no_regret_trial(run, net)
+        if not switch:         # the trial's chains are dropped: count them here
+            run.info["not_converged"] = sum(c.chain.n_not_converged for c in run.ctxs)
+        return switch
 
     def trial_chain(self, ctx, net):
         """The Riemannian surrogate chain, its step size adapted: the chain
-        the no-regret trial runs and the kept draws continue."""
+        the no-regret trial runs and the kept draws continue (called with
+        BLAS on one thread: no_regret_trial, exploit)."""
         chain = self._rm_chain(ctx, net)
-        with blas_threads(1):
-            self._adapt_rm(ctx, chain)
+        self._adapt_rm(ctx, chain)
         return chain
 
     def _rm_chain(self, ctx, net):
@@ -325,15 +307,16 @@ class RNSRMHMC(RNSHMC):
                        max_fixed_point=self.max_fixed_point,
                        fixed_point_tol=self.fixed_point_tol)
 
-    def exploit_rm(self, ctx, net):
+    def exploit(self, ctx, net, Q, U, seed, base=None):
+        """The kept draws of the Riemannian surrogate chain: the trial's, or a
+        new one with its step adapted (rule off)."""
         # the surrogate metric's BLAS calls are small (an s x d x d dgemm, a
         # d x d eigendecomposition): one thread, or OpenBLAS's pool spins
         # beside them (19 % of the exploit phase's CPU time on the simulated
         # regression) and slows them when another process holds a core
         with blas_threads(1):
             if getattr(ctx, "trial", None) is None:
-                ctx.chain = self._rm_chain(ctx, net)
-                self._adapt_rm(ctx, ctx.chain)
+                ctx.chain = self.trial_chain(ctx, net)
             with ctx.phase("sample"):
                 ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
         ctx.run.info["not_converged"] += ctx.chain.n_not_converged

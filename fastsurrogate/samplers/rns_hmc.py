@@ -308,10 +308,14 @@ class RNSHMC(HMC):
             "train_rmse") if hasattr(net, "info") else None, guard_events=[])
         run.info["training_curve"] = _training_curve(net)
         run.surrogate = net
+        self._surrogate_ready(run, net)
         if self.no_regret and not self.no_regret_trial(run, net):
             return self.fall_back(run, _noregret.fallback_record(run.info["no_regret"]))
         run.each_chain(lambda ctx: self.exploit(ctx, net, Q, U, seed, base), run.n_draws,
-                       "exploit", parallel=self.potential.thread_safe and net.thread_safe)
+                       "exploit", parallel=self._chains_parallel(net))
+
+    def _surrogate_ready(self, run, net):
+        """Hook after training, before the trial (RNS-RMHMC checks its surrogate)."""
 
     def finish(self, run):
         judge_evals = sum(int(c.main["judge_evaluated"][:c.done.get("sample", 0)].sum())
@@ -419,8 +423,8 @@ class RNSHMC(HMC):
             return self.start_transitions(ctx, net)
         return self._continue_chain(ctx.chain, net)
 
-    def _trial_parallel(self, net):
-        """Whether the trial's chains may run in threads."""
+    def _chains_parallel(self, net):
+        """Whether the surrogate-driven chains (trial, exploitation) may run in threads."""
         return self.potential.thread_safe and net.thread_safe
 
     def no_regret_trial(self, run, net):
@@ -429,7 +433,7 @@ class RNSHMC(HMC):
         out for a rate (``_noregret.extend_trial``); True to switch."""
         n = self.trial_length
         total = n * _noregret.MAX_TRIAL_ROUNDS
-        parallel = self._trial_parallel(net)
+        parallel = self._chains_parallel(net)
 
         def run_round(r):
             def worker(ctx):
