@@ -159,6 +159,26 @@ def test_rns_fig4_tiny_writes_table_and_plot(tmp_path):
     assert (tmp_path / "rns-fig4-acceptance.png").exists()
 
 
+def test_rns_table1_pde_tiny_runs_every_row(tmp_path):
+    """The PDE rows at toy size: HMC, RNS-HMC, RMHMC (Gauss-Newton metric)
+    and RNS-RMHMC each give a row, every posterior mean is within the bar,
+    and the paper's 6.07x lands in the RNS-HMC row of the Table 1 columns."""
+    text = run_table("rns-table1-pde", ["--n-mesh", "8", "--n-modes", "3", "--n-warmup", "300",
+                                        "--n-draws", "300", "--n-hidden", "60", "--subspace",
+                                        "0", "--reference-draws", "0"], out=str(tmp_path))
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines()
+            if line.startswith("| ") and "---" not in line}
+    for name in ("HMC", "RNS-HMC (s = 60)", "RMHMC", "RNS-RMHMC (s = 60)"):
+        assert name in rows, name
+    eff = text[text.index("### elliptic PDE, the Table 1 columns"):]
+    assert "| speed-up 6.07 |" in [line for line in eff.splitlines()
+                                   if line.startswith("| RNS-HMC")][0]
+    assert "| speed-up 1 (baseline) |" in [line for line in eff.splitlines()
+                                           if line.startswith("| HMC |")][0]
+    z = text[text.index("| method | max abs z"):]
+    assert z.count("| yes |") == 4, z
+
+
 def test_one_failing_table_does_not_lose_the_others(tmp_path, monkeypatch):
     """A table that raises is marked FAILED in the run's index; the next
     tables still run and main returns 1."""

@@ -365,6 +365,50 @@ def test_callable_metric_contractions():
                        np.array([1.0, 0.5, -0.3]))
 
 
+@pytest.mark.parametrize("size", [(12, 5), (30, 20)])
+def test_pde_fisher_metric_contractions_match_finite_differences(size):
+    """EllipticPDE's Gauss-Newton (Fisher) metric: G is gauss_newton_hessian,
+    and the adjoint contractions of dG agree with finite differences of G
+    (the paper's 30 x 30 mesh with 20 modes, and a small one)."""
+    n_mesh, d = size
+    model = fs.models.EllipticPDE(n_mesh=n_mesh, n_modes=d, seed=3)
+    M = fs.RMHMC(model).metric            # metric="fisher": the model's fisher_metric()
+    assert isinstance(M, CallableMetric) and M.dim == d
+    rng = np.random.default_rng(1)
+    q = model.theta_true + 0.2 * rng.standard_normal(d)
+    np.testing.assert_array_equal(M(q), model.gauss_newton_hessian(q))
+    check_contractions(M, q, rng.standard_normal(d))
+    # the contraction at a second u reuses the position's sensitivities
+    check_contractions(M, q, rng.standard_normal(d))
+    # where c overflows the metric is non-finite (a divergence), not an error
+    assert not np.all(np.isfinite(M(np.full(d, 1e4))))
+
+
+def test_callable_metric_contract_function_checked():
+    G = lambda q: np.eye(2) * np.exp(q[0])
+    good = lambda q, Gi, u: (None if Gi is None else np.array([np.trace(Gi) * np.exp(q[0]) / 2, 0.0]),
+                             None if u is None else np.array([u @ u * np.exp(q[0]), 0.0]))
+    M = CallableMetric(G, None, 2, contract=good)
+    tr, quad = M.contract(np.zeros(2), np.ones(2))
+    np.testing.assert_allclose(tr, [1.0, 0.0])
+    np.testing.assert_allclose(quad, [2.0, 0.0])
+    check_contractions(CallableMetric(lambda q: np.eye(2) * np.exp(q[0]), None, 2,
+                                      contract=lambda q, Gi, u: (
+                                          None if Gi is None else np.array([2.0, 0.0]),
+                                          None if u is None else np.array([u @ u * np.exp(q[0]), 0.0]))),
+                       np.array([0.3, 0.1]), np.array([0.5, -1.0]))
+    with pytest.raises(ValueError, match="shape"):
+        CallableMetric(G, None, 2, contract=lambda q, Gi, u: (np.zeros(3), np.zeros(3))).contract(
+            np.zeros(2), np.ones(2))
+    with pytest.raises(TypeError, match="pair"):
+        CallableMetric(G, None, 2, contract=lambda q, Gi, u: np.zeros(2)).contract(
+            np.zeros(2), np.ones(2))
+    with pytest.raises(TypeError, match="contract"):
+        CallableMetric(G, None, 2)
+    with pytest.raises(TypeError, match="contract"):
+        CallableMetric(G, None, 2, contract=3)
+
+
 def lf_map(chain, eps, n):
     def f(z):
         q1, p1 = chain.leapfrog(z[:3], z[3:], eps, n)
@@ -372,13 +416,19 @@ def lf_map(chain, eps, n):
     return f
 
 
-@pytest.mark.parametrize("kind", ["fisher", "softabs", "softabs-saturated",
+@pytest.mark.parametrize("kind", ["fisher", "pde", "softabs", "softabs-saturated",
                                   "softabs-base", "softabs-base-saturated"])
 def test_generalized_leapfrog_reversible_and_volume_preserving(kind):
     if kind == "fisher":
         m = glm("logistic", n=2000, d=3)
         pot, M = m, FisherMetric(m)
         q = np.array([0.2, -0.1, 0.4])
+        p = np.array([3.0, -2.0, 1.5])
+        eps = 0.1
+    elif kind == "pde":                # Gauss-Newton metric, adjoint contractions
+        pot = fs.models.EllipticPDE(n_mesh=8, n_modes=3, seed=3)
+        M = pot.fisher_metric()
+        q = pot.theta_true + np.array([0.1, -0.2, 0.1])
         p = np.array([3.0, -2.0, 1.5])
         eps = 0.1
     elif kind == "softabs":
@@ -454,6 +504,18 @@ def test_rmhmc_exact_on_logistic_regression(logistic_reference, method, kw):
                     progress=False, **kw)
     assert res.stats["divergent"].mean() < 0.02
     compare(res.draws.reshape(-1, 5), ref)
+
+
+def test_rmhmc_exact_on_elliptic_pde():
+    """RMHMC with the PDE's Gauss-Newton metric (metric="fisher") against a
+    long NUTS run, means and sds within 4 MCSE."""
+    model = fs.models.EllipticPDE(n_mesh=10, n_modes=4, n_obs_side=6, seed=3)
+    ref = fs.sample(model, method="nuts", n_draws=6000, n_warmup=1000, chains=1, seed=11,
+                    progress=False).draws.reshape(-1, 4)
+    res = fs.sample(model, method="rmhmc", n_draws=2000, n_warmup=500, chains=1, seed=5,
+                    progress=False)
+    assert res.stats["divergent"].mean() < 0.02
+    compare(res.draws.reshape(-1, 4), ref)
 
 
 def linear_gaussian_fisher(model):
@@ -534,6 +596,8 @@ def test_bad_arguments_raise_before_c():
         fs.RMHMC(m, metric="hessian")
     with pytest.raises(ValueError):
         fs.RNSRMHMC(m, test_metric="both")
+    with pytest.raises(ValueError, match="Riemannian"):
+        fs.RNSRMHMC(m, metric="unit")              # not the exploration's mass matrix
     with pytest.raises(TypeError):
         CallableMetric(1, 2, 3)
     M = FisherMetric(m)

@@ -316,9 +316,18 @@ cdef class CallableMetric(Metric):
     ----------
     G : callable
         ``G(q) -> (dim, dim)`` symmetric positive definite.
-    dG : callable
-        ``dG(q) -> (dim, dim, dim)`` with ``dG(q)[k] = dG/dq_k``.
+    dG : callable or None
+        ``dG(q) -> (dim, dim, dim)`` with ``dG(q)[k] = dG/dq_k``.  May be
+        None when ``contract`` is given.
     dim : int
+    contract : callable, optional
+        ``contract(q, Ginv, u) -> (tr, quad)``, the two contractions of the
+        derivative the generalized leapfrog needs, ``tr[k] = tr(Ginv dG/dq_k)``
+        and ``quad[k] = u^T dG/dq_k u`` (each shape (dim,)), without the
+        (dim, dim, dim) tensor.  ``Ginv`` is None when ``tr`` is not wanted,
+        ``u`` None when ``quad`` is not (return None for it).  Used instead
+        of ``dG`` when given (e.g. :meth:`EllipticPDE.fisher_metric
+        <fastsurrogate.models.EllipticPDE.fisher_metric>`, by adjoints).
 
     The functions run under the GIL (chains using this metric run one at a
     time).  An exception inside them stops the sampler and reaches the
@@ -332,16 +341,19 @@ cdef class CallableMetric(Metric):
     >>> m.contract([0.0, 0.0])[0]
     array([1., 1.])
     """
-    cdef object G_fn, dG_fn
+    cdef object G_fn, dG_fn, contract_fn
     cdef object _cq, _cdG
 
-    def __init__(self, G, dG, int dim):
-        if not callable(G) or not callable(dG):
-            raise TypeError("G and dG must be callables")
+    def __init__(self, G, dG, int dim, contract=None):
+        if not callable(G) or not (callable(dG) or (dG is None and contract is not None)):
+            raise TypeError("G and dG must be callables (dG may be None when contract is given)")
+        if contract is not None and not callable(contract):
+            raise TypeError(f"contract must be a callable or None, got {type(contract).__name__}")
         if dim < 1:
             raise ValueError(f"dim must be >= 1, got {dim}")
         self.G_fn = G
         self.dG_fn = dG
+        self.contract_fn = contract
         self._cq = None
         self.met.state = <void *>self
         self.met.eval = _cb_eval
@@ -369,6 +381,8 @@ cdef class CallableMetric(Metric):
         cdef double[::1] ov
         try:
             qa = np.array(<double[:d]>q, copy=True)
+            if self.contract_fn is not None:
+                return self._user_contract(qa, Ginv, u, tr, quad)
             if self._cq is None or not np.array_equal(qa, self._cq):
                 dG = np.ascontiguousarray(self.dG_fn(qa), dtype=np.float64)
                 if dG.shape != (d, d, d):
@@ -387,6 +401,25 @@ cdef class CallableMetric(Metric):
         except BaseException as e:
             self._error = e
             return FS_ECALLBACK
+
+    cdef int _user_contract(self, qa, const double *Ginv, const double *u, double *tr,
+                            double *quad) except -1:
+        cdef int d = self.met.dim
+        cdef double[::1] ov
+        Gi = np.array(<double[:d * d]>Ginv).reshape(d, d) if tr != NULL else None
+        ua = np.array(<double[:d]>u) if quad != NULL else None
+        out = self.contract_fn(qa, Gi, ua)
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise TypeError("contract(q, Ginv, u) must return a pair (tr, quad)")
+        for want, arr, name, dst in ((tr != NULL, out[0], "tr", 0), (quad != NULL, out[1], "quad", 1)):
+            if not want:
+                continue
+            a = np.ascontiguousarray(arr, dtype=np.float64)
+            if a.shape != (d,):
+                raise ValueError(f"contract's {name} must have shape ({d},), got {a.shape}")
+            ov = a
+            memcpy(tr if dst == 0 else quad, &ov[0], sizeof(double) * d)
+        return FS_OK
 
 
 cdef double _rng_normal(void *s) noexcept nogil:

@@ -102,7 +102,9 @@ class EllipticPDE(PDEKernel):
 
     The gradient is the adjoint method: one more solve with the same
     Cholesky factor.  :meth:`gauss_newton_hessian` (and its diagonal) uses
-    ``n_modes`` more solves with that factor.
+    ``n_modes`` more solves with that factor.  :meth:`fisher_metric` is that
+    metric with its derivative (second-order adjoints) for RMHMC:
+    ``fs.RMHMC(model, metric="fisher")``.
 
     Solver: the stiffness matrix of the free nodes, in the natural
     (lexicographic) node order, is banded (half bandwidth n_mesh + 2).  With
@@ -377,20 +379,27 @@ class EllipticPDE(PDEKernel):
         g = self._Phi.T @ (c * dc) + theta / self.prior_sd ** 2
         return U, g
 
-    def jacobian(self, theta):
-        """d(observations)/d(theta), shape (n_obs_side**2, n_modes): n_modes
-        solves with one factorisation (forward sensitivities)."""
-        theta = self._theta(theta)
+    def _sensitivities(self, theta):
+        """(c, u, solve, du) at theta: element coefficients, u on all nodes,
+        the factorised solve, and du/dtheta on the free nodes (n_free,
+        n_modes) by forward sensitivities (n_modes solves, one factor)."""
         c = self.coefficient(theta)
         u, solve = self._solve_full(c)
         ku = (u[self.elements] @ _K_REF) * c[:, None]           # (n_el, 4)
-        rhs = -(self._scatter_free @ (ku[:, :, None] * self._Phi[:, None, :]).reshape(-1, self.n_modes))
+        rhs = self._scatter_free @ (ku[:, :, None] * self._Phi[:, None, :]).reshape(-1, self.n_modes)
         du = solve(rhs)
-        return self._O_free @ du
+        du *= -1.0
+        return c, u, solve, du
+
+    def jacobian(self, theta):
+        """d(observations)/d(theta), shape (n_obs_side**2, n_modes): n_modes
+        solves with one factorisation (forward sensitivities)."""
+        return self._O_free @ self._sensitivities(self._theta(theta))[3]
 
     def gauss_newton_hessian(self, theta):
-        """J^T J / noise_sd^2 + I / prior_sd^2 at theta, shape (n_modes, n_modes)
-        (the metric of RNS-RMHMC; positive definite)."""
+        """J^T J / noise_sd^2 + I / prior_sd^2 at theta, shape (n_modes, n_modes):
+        the Fisher information of theta plus the prior precision (positive
+        definite); the metric of :meth:`fisher_metric`."""
         J = self.jacobian(theta)
         return J.T @ J / self.noise_sd ** 2 + np.eye(self.n_modes) / self.prior_sd ** 2
 
@@ -398,6 +407,23 @@ class EllipticPDE(PDEKernel):
         """The diagonal of :meth:`gauss_newton_hessian`, shape (n_modes,)."""
         J = self.jacobian(theta)
         return (J * J).sum(axis=0) / self.noise_sd ** 2 + 1.0 / self.prior_sd ** 2
+
+    def fisher_metric(self):
+        """The Riemannian metric of RMHMC on this posterior: G(theta) =
+        :meth:`gauss_newton_hessian` (the Fisher information of the Gaussian
+        observations plus the prior precision; Girolami & Calderhead 2011),
+        with the contractions of its derivative the generalized leapfrog
+        needs, ``tr(G^-1 dG/dtheta_k)`` and ``u^T dG/dtheta_k u``, by
+        second-order adjoints (:class:`_FisherContractions`): n_modes forward
+        sensitivities per position (shared with G), n_modes adjoint solves
+        for the trace and one per ``u``, all with one banded factorisation;
+        the (n_modes, n_modes, n_obs) second derivative of the forward map
+        is never formed.  A :class:`~fastsurrogate.core.CallableMetric`
+        (NumPy/SciPy under the GIL: RMHMC chains run one at a time).
+        ``fs.RMHMC(model, metric="fisher")`` uses it."""
+        from ..core._rmhmc import CallableMetric
+        parts = _FisherContractions(self)
+        return CallableMetric(parts.G, None, self.n_modes, contract=parts.contract)
 
     def __reduce__(self):
         return (_rebuild, (dict(n_mesh=self.n_mesh, n_modes=self.n_modes,
@@ -414,3 +440,91 @@ class EllipticPDE(PDEKernel):
 
 def _rebuild(kwargs):
     return EllipticPDE(**kwargs)
+
+
+class _FisherContractions:
+    """G(theta) = J^T J / s2 + I / sp2 of an EllipticPDE and the contractions
+    of dG_k = (T_k^T J + J^T T_k) / s2, T_k = d J / d theta_k, for
+    :meth:`EllipticPDE.fisher_metric`; cached per position.
+
+    With A the free-node stiffness, u~ the solution on all nodes, du_j its
+    sensitivities and x^T (dK/dtheta_k) y = sum_e c_e Phi_ek x_e^T K_ref y_e
+    over elements e (local nodes), differentiating A du_j = -(dK/dtheta_j) u~:
+
+        A d(du_j)/dtheta_k = -[(dK_k) du_j + (dK_j) du_k + (dK_kj) u~],
+
+    so for any free-node weights m, m^T d(du_j)/dtheta_k = -lam^T [...] with
+    A lam = m (A is symmetric):
+      tr(G^-1 dG_k) = 2/s2 sum_j (O^T M_j)^T d(du_j)/dtheta_k,  M = J G^-1,
+      u^T dG_k u    = 2/s2 (O^T J u)^T d(du . u)/dtheta_k,
+    each a sum over elements once the adjoints (n_modes of them for the
+    trace, one for the quadratic form) are solved."""
+
+    def __init__(self, model):
+        self.m = model
+        self.q = None
+
+    def _at(self, q):
+        if self.q is not None and np.array_equal(q, self.q):
+            return self.ok
+        m = self.m
+        self.q = np.array(q, dtype=np.float64, copy=True)
+        self.ok = False
+        c = m._coefficient_or_none(self.q)
+        if c is None:
+            return False
+        try:
+            c, u, solve, du = m._sensitivities(self.q)
+        except (np.linalg.LinAlgError, RuntimeError, ValueError):
+            return False
+        if not (np.all(np.isfinite(du)) and np.all(np.isfinite(u))):
+            return False
+        self.c, self.u, self.solve, self.du = c, u, solve, du
+        self.J = m._O_free @ du
+        self.du_loc = None     # the element-local parts, when a contraction asks (not G)
+        self.ok = True
+        return True
+
+    def _element_parts(self):
+        if self.du_loc is None:
+            self.du_loc = self._local(self.du)                     # (n_el, 4, d)
+            self.Kdu = np.matmul(_K_REF, self.du_loc)              # K_ref du_e
+            self.Ku = self.u[self.m.elements] @ _K_REF             # (n_el, 4), K_ref symmetric
+
+    def _local(self, x):
+        """Free-node vector(s) -> element-local values (zero on Dirichlet nodes)."""
+        m = self.m
+        full = np.zeros((m.n_nodes,) + x.shape[1:])
+        full[m.free] = x
+        return full[m.elements]
+
+    def G(self, q):
+        m = self.m
+        if not self._at(q):
+            return np.full((m.n_modes, m.n_modes), np.nan)
+        return self.J.T @ self.J / m.noise_sd ** 2 + np.eye(m.n_modes) / m.prior_sd ** 2
+
+    def contract(self, q, Ginv, v):
+        m = self.m
+        d = m.n_modes
+        if not self._at(q):
+            nan = np.full(d, np.nan)
+            return nan, nan
+        self._element_parts()
+        Phi, c, k2 = m._Phi, self.c, -2.0 / m.noise_sd ** 2
+        tr = quad = None
+        if Ginv is not None:
+            lam = self._local(self.solve(m._O_free_T @ (self.J @ Ginv)))   # (n_el, 4, d)
+            s1 = np.einsum("eaj,eaj->e", lam, self.Kdu)         # sum_j lam_j^T K du_j
+            mu = np.einsum("ej,eaj->ea", Phi, lam)              # sum_j Phi_ej lam_j
+            s3 = np.einsum("ea,ea->e", mu, self.Ku)
+            tr = k2 * (Phi.T @ (c * (s1 + s3)) + np.einsum("ea,eak->k", c[:, None] * mu, self.Kdu))
+        if v is not None:
+            kap = self._local(self.solve(m._O_free_T @ (self.J @ v)))      # (n_el, 4)
+            w_loc = self.du_loc @ v                                      # d u / d v
+            pv = Phi @ v
+            a = np.einsum("ea,ea->e", kap, w_loc @ _K_REF)
+            b = np.einsum("ea,ea->e", kap, self.Ku)
+            quad = k2 * (Phi.T @ (c * (a + pv * b))
+                         + np.einsum("ea,eak->k", (c * pv)[:, None] * kap, self.Kdu))
+        return tr, quad

@@ -34,11 +34,10 @@ TABLES = [
                   "Zen 1), hours at the paper's lengths."),
     Table("rns-table1-pde", PAPER + ", Table 1 (elliptic PDE rows, section 5.2)",
           "elliptic PDE inverse problem: HMC and RNS-HMC, s = 1000, step 0.16, L = 10 "
-          "(network on a 12-d active subspace over a Laplace base)",
-          ".rns_hmc", entry="pde_", quick=dict(n_warmup=400, n_draws=400, reference_draws=0),
-          missing="RMHMC / RNS-RMHMC rows: not run. `fs.RMHMC` needs a metric with its "
-                  "derivative (G, dG); `fs.models.EllipticPDE` supplies the Gauss-Newton "
-                  "metric (`gauss_newton_hessian`) but not its derivative in theta."),
+          "(network on a 12-d active subspace over a Laplace base); RMHMC (Gauss-Newton "
+          "metric) and RNS-RMHMC (diagonal SoftAbs metric of the network)",
+          ".rns_hmc", entry="pde_",
+          quick=dict(n_warmup=400, n_draws=400, reference_draws=0, rm_steps=3)),
     Table("rns-fig3", PAPER + ", Figure 3", "GP, FITC and random-network surrogates of a 32-d "
           "Gaussian against the training size", "._rns_fig3",
           plots=(PlotSpec("acceptance", "Figure 3: acceptance against training size N", "N",
@@ -110,6 +109,14 @@ def pde_options(ap):
     ap.add_argument("--train-from", type=float, default=0.0,
                     help="exploration states discarded before training (RNSHMC train_from=; "
                          "the chain starts at the MAP, so every state is a posterior state)")
+    # the Riemannian rows: the paper's step sizes and L for them are not quoted here
+    ap.add_argument("--rm-steps", type=int, default=6,
+                    help="RMHMC's L (drawn from 1..L; its step adapted over the burn-in, "
+                         "Gauss-Newton metric); 0 skips the RMHMC row")
+    ap.add_argument("--rns-rm-step", type=float, default=0.5,
+                    help="RNS-RMHMC's step size (fixed, like the other rows' steps)")
+    ap.add_argument("--rns-rm-steps", type=int, default=6,
+                    help="RNS-RMHMC's L (drawn from 1..L); 0 skips the RNS-RMHMC row")
 
 
 def _surrogate_options(args):
@@ -167,7 +174,9 @@ def _pde_marginals(out_dir, runs, ref_mean, k=4):
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    fig, axes = plt.subplots(1, k, figsize=(3 * k, 3))
+    k = min(k, len(ref_mean))
+    fig, axes = plt.subplots(1, k, figsize=(3 * k, 3), squeeze=False)
+    axes = axes[0]
     for j, ax in enumerate(axes):
         for name, res in runs.items():
             ax.hist(res.draws[..., j].ravel(), bins=40, density=True, histtype="step",
@@ -205,13 +214,43 @@ def pde_reproduce(args):
     runs[rns_name] = fs.sample(model, method="rns-hmc", no_regret=False,
                                n_hidden=args.n_hidden, guard=None, **sopts,
                                **common)
+    rm_steps, rns_rm_steps = getattr(args, "rm_steps", 6), getattr(args, "rns_rm_steps", 6)
+    rns_rm_step = getattr(args, "rns_rm_step", 0.5)
+    if rm_steps > 0:
+        log(f"  PDE: RMHMC, L = {rm_steps} ...")
+        rm_common = {k: v for k, v in common.items()
+                     if k not in ("step_size", "n_steps", "adapt", "metric")}
+        runs["RMHMC"] = fs.sample(model, method="rmhmc", metric="fisher", n_steps=rm_steps,
+                                  adapt=True, **rm_common)
+    if rns_rm_steps > 0:
+        log(f"  PDE: RNS-RMHMC, s = {args.n_hidden} ...")
+        runs[f"RNS-RMHMC (s = {args.n_hidden})"] = fs.sample(
+            model, method="rns-rmhmc", no_regret=False, n_hidden=args.n_hidden,
+            diagonal_metric=True, rm_step_size=rns_rm_step, rm_n_steps=rns_rm_steps, **sopts,
+            **{k: v for k, v in common.items() if k != "metric"})
     elapsed = time.perf_counter() - t0
     lines = [machine_line(),
              f"elliptic PDE: {args.n_mesh} x {args.n_mesh} mesh, {model.dim} parameters, "
              f"step {args.step}, L = {args.n_steps} (drawn from 1..L), identity metric, one chain "
              f"from the MAP, {args.n_warmup} exact-HMC burn-in (RNS-HMC: its exploration), "
-             f"{args.n_draws} draws ({elapsed:.0f} s)", "", _surrogate_line(sopts) + ".", "",
-             efficiency_table(runs)]
+             f"{args.n_draws} draws ({elapsed:.0f} s)", "", _surrogate_line(sopts) + ".", ""]
+    if rm_steps > 0:
+        lines += [f"RMHMC: the Gauss-Newton (Fisher) metric `EllipticPDE.fisher_metric()` "
+                  f"with its derivative by second-order adjoints, L = {rm_steps} (drawn from "
+                  f"1..L), step adapted (dual averaging, target 0.8) over the {args.n_warmup} "
+                  f"burn-in iterations, {runs['RMHMC'].info.get('not_converged', 0)} fixed "
+                  f"points not converged (divergences, warm-up included).", ""]
+    if rns_rm_steps > 0:
+        name = f"RNS-RMHMC (s = {args.n_hidden})"
+        lines += [f"RNS-RMHMC: the RNS-HMC row's exploration and surrogate; the generalized "
+                  f"leapfrog with the SoftAbs metric of the network's Hessian diagonal (the "
+                  f"paper's choice for this non-convex U), step {rns_rm_step}, L = "
+                  f"{rns_rm_steps} (drawn from 1..L), the exact U and the surrogate metric in "
+                  f"the Metropolis test; {runs[name].info.get('not_converged', 0)} fixed points "
+                  f"not converged.", ""]
+    # a heading, so that the "paper" column finds this table's rows (the
+    # caption line above a table names its section otherwise)
+    lines += ["### elliptic PDE, the Table 1 columns", "", efficiency_table(runs)]
     if args.reference_draws > 0:
         ref_mean, ref_mcse, ref_sd, ref_secs, cached = _pde_reference(model, args, r.x, common)
         ref_name = (f"a long exact-HMC run ({args.reference_draws} draws after {args.n_warmup} "

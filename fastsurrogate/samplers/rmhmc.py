@@ -22,7 +22,9 @@ __all__ = ["RMHMC", "RNSRMHMC", "as_metric"]
 
 
 def as_metric(metric, potential):
-    """A :class:`Metric` from ``"fisher"``, a Metric, or a pair ``(G, dG)`` of callables."""
+    """A :class:`Metric` from ``"fisher"`` (a GLM's Fisher information, or the
+    model's own ``fisher_metric()``: EllipticPDE's Gauss-Newton metric), a
+    Metric, or a pair ``(G, dG)`` of callables."""
     if isinstance(metric, Metric):
         if metric.dim != potential.dim:
             raise ValueError(f"metric has dim {metric.dim}, the potential {potential.dim}")
@@ -30,10 +32,13 @@ def as_metric(metric, potential):
     if isinstance(metric, str):
         if metric != "fisher":
             raise ValueError(f'metric must be "fisher", a Metric or a (G, dG) pair; got {metric!r}')
-        if not isinstance(potential, GeneralizedLinearModel):
-            raise TypeError('metric="fisher" needs a GLM (LogisticRegression, ...); pass '
-                            'metric=(G, dG) callables for other models')
-        return FisherMetric(potential)
+        if isinstance(potential, GeneralizedLinearModel):
+            return FisherMetric(potential)
+        if callable(getattr(potential, "fisher_metric", None)):
+            return as_metric(potential.fisher_metric(), potential)    # e.g. EllipticPDE
+        raise TypeError('metric="fisher" needs a GLM (LogisticRegression, ...) or a model '
+                        'with a fisher_metric() (EllipticPDE); pass metric=(G, dG) callables '
+                        'or a Metric for other models')
     if isinstance(metric, tuple) and len(metric) == 2:
         return CallableMetric(metric[0], metric[1], potential.dim)
     raise TypeError(f'metric must be "fisher", a Metric or a (G, dG) pair; got {type(metric).__name__}')
@@ -51,7 +56,9 @@ class RMHMC(Sampler):
     ----------
     potential : Potential
     metric : "fisher", Metric or (G, dG)
-        "fisher": Fisher information plus prior precision of a GLM;
+        "fisher": Fisher information plus prior precision of a GLM, or the
+        model's ``fisher_metric()`` (:meth:`EllipticPDE.fisher_metric
+        <fastsurrogate.models.EllipticPDE.fisher_metric>`);
         ``(G, dG)``: callables ``G(q) -> (dim, dim)``, ``dG(q) -> (dim, dim, dim)``
         (``dG[k] = dG/dq_k``); or any :class:`~fastsurrogate.core.Metric`.
     step_size : float, optional
@@ -245,6 +252,12 @@ class RNSRMHMC(RNSHMC):
             raise ValueError('RNS-RMHMC\'s base must be None, "laplace" or a '
                              'fastsurrogate.models.Gaussian (the metric needs its constant '
                              f'Hessian); got {type(base).__name__}')
+        if isinstance(metric, str) and metric != "fisher":
+            # metric= here is the Riemannian metric, not the exploration's mass matrix
+            # (metric="unit" was ignored with the surrogate test metric)
+            raise ValueError(f'RNS-RMHMC\'s metric is the exact Riemannian metric: "fisher", a '
+                             f'Metric or a (G, dG) pair; got {metric!r} (the exploration\'s '
+                             f'HMC mass matrix is adapted, "diag")')
         options.setdefault("guard", None)
         super().__init__(potential, **options)
         if test_metric not in ("exact", "surrogate"):
