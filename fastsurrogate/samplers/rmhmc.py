@@ -109,21 +109,14 @@ class RMHMC(Sampler):
                       step_size=None, n_steps=None):
         step = step_size if step_size is not None else (
             self.step_size if self.step_size is not None else (1.0 if self.adapt else 0.5))
-        return RMChain(drive, metric, judge, judge_metric, q0, generator, step_size=step,
-                       n_steps=n_steps or self.n_steps, random_n_steps=self.random_n_steps,
-                       max_energy_error=self.max_energy_error,
-                       max_fixed_point=self.max_fixed_point,
-                       fixed_point_tol=self.fixed_point_tol)
+        return rm_chain(self, drive, metric, judge, judge_metric, q0, generator, step,
+                        n_steps or self.n_steps)
 
     def rm_warmup(self, chain, trace, ctx, n, key="warmup", search=True):
         if not self.adapt or n == 0:
             ctx.run_span(chain, trace, 0, n, key)
             return
-        if search:
-            chain.find_step_size()
-        chain.start_adaptation(self.target_accept)
-        ctx.run_span(chain, trace, 0, n, key)
-        chain.finish_adaptation()
+        dual_averaging(chain, ctx, trace, n, self.target_accept, key, search)
 
     def phases(self, run):
         run.start()
@@ -313,12 +306,8 @@ class RNSRMHMC(RNSHMC):
         sur_metric = SoftAbsMetric(network, alpha=self.softabs_alpha,
                                    diagonal=self.diagonal_metric, offset=offset)
         step = self.rm_step_size if self.rm_step_size is not None else 1.0
-        return RMChain(net, sur_metric, self.potential, self.exact_metric, ctx.chain.position,
-                       ctx.generator, step_size=step, n_steps=self.rm_n_steps,
-                       random_n_steps=self.random_n_steps,
-                       max_energy_error=self.max_energy_error,
-                       max_fixed_point=self.max_fixed_point,
-                       fixed_point_tol=self.fixed_point_tol)
+        return rm_chain(self, net, sur_metric, self.potential, self.exact_metric,
+                        ctx.chain.position, ctx.generator, step, self.rm_n_steps)
 
     def exploit(self, ctx, net, Q, U, seed, base=None):
         """The kept draws of the Riemannian surrogate chain: the trial's, or a
@@ -341,11 +330,29 @@ class RNSRMHMC(RNSHMC):
             n_adapt = max(50, ctx.run.n_warmup // 5)
             scratch = new_trace(n_adapt, self.potential.dim)
             with ctx.phase("warmup"):
-                chain.find_step_size()
-                chain.start_adaptation(self.rm_target_accept)
-                ctx.run_span(chain, scratch, 0, n_adapt, "rm_adapt")
-                chain.finish_adaptation()
+                dual_averaging(chain, ctx, scratch, n_adapt, self.rm_target_accept, "rm_adapt")
         ctx.run.info["rm_step_size"].append(chain.step_size)
+
+
+def rm_chain(sampler, drive, metric, judge, judge_metric, q0, generator, step_size, n_steps):
+    """An RMChain with the sampler's random_n_steps, max_energy_error and
+    fixed-point settings (RMHMC's exact chain, RNS-RMHMC's surrogate one)."""
+    return RMChain(drive, metric, judge, judge_metric, q0, generator, step_size=step_size,
+                   n_steps=n_steps, random_n_steps=sampler.random_n_steps,
+                   max_energy_error=sampler.max_energy_error,
+                   max_fixed_point=sampler.max_fixed_point,
+                   fixed_point_tol=sampler.fixed_point_tol)
+
+
+def dual_averaging(chain, ctx, trace, n, target_accept, key, search=True):
+    """n iterations of the chain into trace rows 0..n with its step size
+    adapted by dual averaging towards target_accept (after Stan's step-size
+    search when ``search``); the adapted step is kept."""
+    if search:
+        chain.find_step_size()
+    chain.start_adaptation(target_accept)
+    ctx.run_span(chain, trace, 0, n, key)
+    chain.finish_adaptation()
 
 
 def _metric_parts(drive):
