@@ -143,6 +143,40 @@ def test_failure_of_a_chain_in_threads_keeps_the_others():
     check_padding(res)
 
 
+@pytest.mark.parametrize("order", ["bare-first", "user-first"])
+def test_chains_in_threads_report_the_callbacks_own_exception(order):
+    """Two chains in threads share a thread-safe callback potential and its
+    one held error: when both raise, one chain takes the exception and the
+    other can only say "a callback raised".  The run reports the user's
+    exception whichever chain finishes first (the bare error reached the
+    caller once under load, failing the test above)."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+    from types import SimpleNamespace
+    from fastsurrogate.core._hmc import STATUS_CALLBACK
+    from fastsurrogate.core._potential import PotentialError
+    from fastsurrogate.samplers._executors import _local
+    bare = PotentialError("iteration 25: a callback raised an error", STATUS_CALLBACK)
+    user = ValueError("boom")
+    first, second = (bare, user) if order == "bare-first" else (user, bare)
+
+    def worker(ctx):
+        time.sleep(0.0 if ctx == 0 else 0.3)
+        raise first if ctx == 0 else second
+
+    run = SimpleNamespace(ctxs=[0, 1], stop=[0], error=None, interrupted=False)
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        _local(run, worker, ex)
+    assert run.error is user and run.stop[0] == 1
+    # any other error is reported as it came: the first one
+    other = PotentialError("iteration 3: non-finite value", -1)
+    run = SimpleNamespace(ctxs=[0, 1], stop=[0], error=None, interrupted=False)
+    first, second = other, user
+    with ThreadPoolExecutor(max_workers=2) as ex:
+        _local(run, worker, ex)
+    assert run.error is other
+
+
 @pytest.mark.parametrize("wrap", ["sum", "recorder"])
 def test_callback_exception_passes_through_wrappers(wrap):
     # old: a generic PotentialError without __cause__

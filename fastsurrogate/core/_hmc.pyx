@@ -15,7 +15,7 @@ cimport numpy as cnp
 from numpy.random cimport bitgen_t
 from numpy.random.c_distributions cimport random_standard_normal
 
-from fastsurrogate.core._common cimport fs_rng, FS_OK, FS_ENONFINITE, FS_EINTERRUPT
+from fastsurrogate.core._common cimport fs_rng, FS_OK, FS_ENONFINITE, FS_EINTERRUPT, FS_ECALLBACK
 from fastsurrogate.core._potential cimport Potential
 from fastsurrogate.core._potential import raise_for_status
 
@@ -23,6 +23,7 @@ cnp.import_array()
 
 STATUS_OK = FS_OK
 STATUS_INTERRUPTED = FS_EINTERRUPT
+STATUS_CALLBACK = FS_ECALLBACK      # a Python callback raised (the error is held)
 
 TRACE_FIELDS = {
     "potential": np.float64,

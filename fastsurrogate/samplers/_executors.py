@@ -111,6 +111,18 @@ def run_chains(run, worker, parallel, desc):
 
 # -- in this process ----------------------------------------------------------------
 
+def _bare_callback_error(exc):
+    """A PotentialError that says only "a callback raised": the callback's own
+    exception went to another chain.  Chains in threads share a thread-safe
+    callback potential and its one held error, so when two raise at once one
+    takes the exception and the other finds none; the run reports the one
+    with the user's exception (seen under load in test_reliability's
+    chains-in-threads failure, which then got the bare error)."""
+    from ..core._hmc import STATUS_CALLBACK
+    from ..core._potential import PotentialError
+    return isinstance(exc, PotentialError) and getattr(exc, "status", None) == STATUS_CALLBACK
+
+
 def _local(run, worker, ex):
     from ._base import Interrupted
     futures = []
@@ -127,7 +139,8 @@ def _local(run, worker, ex):
                 exc = f.exception()
                 if exc is not None and not isinstance(exc, Interrupted):
                     run.stop[0] = 1
-                    if run.error is None:
+                    if run.error is None or (_bare_callback_error(run.error)
+                                             and not _bare_callback_error(exc)):
                         run.error = exc
     except KeyboardInterrupt:
         run.stop[0] = 1
