@@ -506,14 +506,27 @@ def test_rmhmc_exact_on_logistic_regression(logistic_reference, method, kw):
     compare(res.draws.reshape(-1, 5), ref)
 
 
-def test_rmhmc_exact_on_elliptic_pde():
-    """RMHMC with the PDE's Gauss-Newton metric (metric="fisher") against a
-    long NUTS run, means and sds within 4 MCSE."""
+@pytest.fixture(scope="module")
+def pde_reference():
     model = fs.models.EllipticPDE(n_mesh=10, n_modes=4, n_obs_side=6, seed=3)
     ref = fs.sample(model, method="nuts", n_draws=6000, n_warmup=1000, chains=1, seed=11,
                     progress=False).draws.reshape(-1, 4)
-    res = fs.sample(model, method="rmhmc", n_draws=2000, n_warmup=500, chains=1, seed=5,
-                    progress=False)
+    return model, ref
+
+
+@pytest.mark.parametrize("method, kw", [
+    ("rmhmc", {}),
+    # the paper's RNS-RMHMC on the PDE: the diagonal surrogate metric, and
+    # here the exact (Gauss-Newton) metric in the Metropolis test
+    ("rns-rmhmc", dict(n_hidden=200, diagonal_metric=True, test_metric="exact")),
+])
+def test_rmhmc_exact_on_elliptic_pde(pde_reference, method, kw):
+    """RMHMC with the PDE's Gauss-Newton metric (metric="fisher"), and
+    RNS-RMHMC with it in the test, against a long NUTS run, means and sds
+    within 4 MCSE."""
+    model, ref = pde_reference
+    res = fs.sample(model, method=method, n_draws=2000, n_warmup=500, chains=1, seed=5,
+                    progress=False, **kw)
     assert res.stats["divergent"].mean() < 0.02
     compare(res.draws.reshape(-1, 4), ref)
 
