@@ -405,21 +405,27 @@ cdef class CallableMetric(Metric):
     cdef int _user_contract(self, qa, const double *Ginv, const double *u, double *tr,
                             double *quad) except -1:
         cdef int d = self.met.dim
-        cdef double[::1] ov
         Gi = np.array(<double[:d * d]>Ginv).reshape(d, d) if tr != NULL else None
         ua = np.array(<double[:d]>u) if quad != NULL else None
         out = self.contract_fn(qa, Gi, ua)
         if not (isinstance(out, tuple) and len(out) == 2):
             raise TypeError("contract(q, Ginv, u) must return a pair (tr, quad)")
-        for want, arr, name, dst in ((tr != NULL, out[0], "tr", 0), (quad != NULL, out[1], "quad", 1)):
-            if not want:
-                continue
-            a = np.ascontiguousarray(arr, dtype=np.float64)
-            if a.shape != (d,):
-                raise ValueError(f"contract's {name} must have shape ({d},), got {a.shape}")
-            ov = a
-            memcpy(tr if dst == 0 else quad, &ov[0], sizeof(double) * d)
+        if tr != NULL:
+            _copy_vector(out[0], tr, d, "contract's tr")
+        if quad != NULL:
+            _copy_vector(out[1], quad, d, "contract's quad")
         return FS_OK
+
+
+cdef int _copy_vector(arr, double *dst, int d, str name) except -1:
+    """Copy a (d,) array_like into dst, or raise ValueError naming it."""
+    cdef double[::1] ov
+    a = np.ascontiguousarray(arr, dtype=np.float64)
+    if a.shape != (d,):
+        raise ValueError(f"{name} must have shape ({d},), got {a.shape}")
+    ov = a
+    memcpy(dst, &ov[0], sizeof(double) * d)
+    return 0
 
 
 cdef double _rng_normal(void *s) noexcept nogil:

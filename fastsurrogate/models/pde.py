@@ -379,11 +379,13 @@ class EllipticPDE(PDEKernel):
         g = self._Phi.T @ (c * dc) + theta / self.prior_sd ** 2
         return U, g
 
-    def _sensitivities(self, theta):
-        """(c, u, solve, du) at theta: element coefficients, u on all nodes,
-        the factorised solve, and du/dtheta on the free nodes (n_free,
-        n_modes) by forward sensitivities (n_modes solves, one factor)."""
-        c = self.coefficient(theta)
+    def _sensitivities(self, theta, c=None):
+        """(c, u, solve, du) at theta: element coefficients (``c`` when the
+        caller has them), u on all nodes, the factorised solve, and du/dtheta
+        on the free nodes (n_free, n_modes) by forward sensitivities
+        (n_modes solves, one factor)."""
+        if c is None:
+            c = self.coefficient(theta)
         u, solve = self._solve_full(c)
         ku = (u[self.elements] @ _K_REF) * c[:, None]           # (n_el, 4)
         rhs = self._scatter_free @ (ku[:, :, None] * self._Phi[:, None, :]).reshape(-1, self.n_modes)
@@ -474,7 +476,7 @@ class _FisherContractions:
         if c is None:
             return False
         try:
-            c, u, solve, du = m._sensitivities(self.q)
+            c, u, solve, du = m._sensitivities(self.q, c)
         except (np.linalg.LinAlgError, RuntimeError, ValueError):
             return False
         if not (np.all(np.isfinite(du)) and np.all(np.isfinite(u))):
