@@ -21,7 +21,7 @@
    method) and with a Laplace base (``--bases``).
 
     python bench/rmhmc_ratios.py [--repeats 5] [--draws 300] [--threads 2]
-        [--cases simulated,bank,a9a,a9a-std]
+        [--cases simulated,bank,a9a,a9a-std] [--overlap auto|on|off|off,auto]
 """
 import argparse
 import itertools
@@ -140,6 +140,9 @@ def main():
                          "(default; close to what the defaulted no-regret rule ran here "
                          "before, NUTS with a last window half exact HMC) or the paper's "
                          "HMC with the table's L")
+    ap.add_argument("--overlap", default="auto",
+                    help="RNS-RMHMC's overlap of the exact U with the next trajectory: auto, "
+                         "on, off, or several (e.g. off,auto: each in one run; same draws)")
     ap.add_argument("--skip-cost", action="store_true", help="skip the per-iteration cost part")
     ap.add_argument("--data", default=os.environ.get("FASTSURROGATE_DATA", "/work/shared/data"))
     a = ap.parse_args()
@@ -189,13 +192,16 @@ def main():
         print(f"{name}: RMHMC acc {r_rm.stats['accept_prob'].mean():.2f} "
               f"{r_rm.timings['sample'] / a.draws * 1e3:.1f} ms/iter minESS {e1:.0f} "
               f"-> {s1:.2f}/s", flush=True)
-        for tm, base in itertools.product(a.test_metric.split(","), a.bases.split(",")):
-            label = f"test metric {tm}" + (", Laplace base" if base == "laplace" else "")
+        for tm, base, ov in itertools.product(a.test_metric.split(","), a.bases.split(","),
+                                              a.overlap.split(",")):
+            label = (f"test metric {tm}" + (", Laplace base" if base == "laplace" else "")
+                     + f", overlap {ov}")
             log(f"{name}: RNS-RMHMC, {label}")
             r_rns = fs.sample(model, method="rns-rmhmc", n_draws=a.draws * 3, n_warmup=a.warmup,
                               chains=1, seed=3, progress=False, rm_step_size=eps, rm_n_steps=L,
                               step_size=heps, n_steps=hL, adapt=False, n_hidden=s, init=[qs],
                               test_metric=tm, no_regret=False, explore=a.explore,
+                              overlap={"on": True, "off": False}.get(ov, ov),
                               base=None if base == "none" else base, **opts)
             e2, s2 = min_ess_per_s(r_rns)
             print(f"  RNS-RMHMC ({label}) acc {r_rns.stats['accept_prob'].mean():.2f} "

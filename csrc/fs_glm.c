@@ -34,6 +34,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #if defined(__GNUC__) && !defined(__clang__)
 /* fs__ld / fs__set1 return 32-byte vectors from always-inlined helpers: the
@@ -812,7 +815,18 @@ int fs_glm_eval(const fs_glm *m, const double *beta, double *FS_RESTRICT value,
     nt = m->n_threads < nb ? m->n_threads : nb;
 
 #ifdef _OPENMP
-    if (nt > 1) {
+    if (nt > 1 && omp_in_parallel() && omp_get_num_threads() > 1) {
+        /* called inside a running team (fs_rmhmc.c's overlapped loop, where
+           the other thread runs a trajectory): the blocks become tasks, run
+           by whichever thread of the team is free (same partials, so the
+           same bits) */
+#pragma omp taskloop grainsize(FS_GLM_TASK_BLOCKS)
+        for (b = 0; b < nb; b++) {
+            const size_t i0 = (size_t)b * rows, i1 = i0 + rows < n ? i0 + rows : n;
+            blk(m, beta, i0, i1, want_value, want_grad,
+                           work + (size_t)b * stride);
+        }
+    } else if (nt > 1) {
 #pragma omp parallel for schedule(static) num_threads(nt)
         for (b = 0; b < nb; b++) {
             const size_t i0 = (size_t)b * rows, i1 = i0 + rows < n ? i0 + rows : n;

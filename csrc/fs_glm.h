@@ -45,6 +45,8 @@ enum {
  * bounded; it depends on n only). */
 #define FS_GLM_BLOCK_ROWS 512
 #define FS_GLM_MAX_BLOCKS 1024
+/* Blocks per task when fs_glm_eval runs inside a team (fs_glm.c). */
+#define FS_GLM_TASK_BLOCKS 8
 /* The Fisher kernel cuts the rows into at most this many chunks, each of at
  * least FS_GLM_FISHER_MIN_ROWS rows (again a function of n only). */
 #define FS_GLM_FISHER_MAX_CHUNKS 16

@@ -2,6 +2,9 @@
 
 #include <math.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* ---- ICA ---------------------------------------------------------------- */
 
@@ -155,7 +158,14 @@ static int ica_eval_work(const fs_ica *m, const double *W, double *value,
 
     nt = m->n_threads < nb ? m->n_threads : nb;
 #ifdef _OPENMP
-    if (nt > 1) {
+    if (nt > 1 && omp_in_parallel() && omp_get_num_threads() > 1) {
+        /* inside a running team: blocks as tasks (as fs_glm_eval does) */
+#pragma omp taskloop grainsize(4)
+        for (b = 0; b < nb; b++) {
+            const size_t i0 = (size_t)b * rows, i1 = i0 + rows < n ? i0 + rows : n;
+            ica_block(m, W, i0, i1, want_value, want_grad, work + (size_t)b * stride);
+        }
+    } else if (nt > 1) {
 #pragma omp parallel for schedule(static) num_threads(nt)
         for (b = 0; b < nb; b++) {
             const size_t i0 = (size_t)b * rows, i1 = i0 + rows < n ? i0 + rows : n;

@@ -1,6 +1,9 @@
 /* fs_rmhmc.c: generalized leapfrog, RMHMC transitions and chain loop (see fs_rmhmc.h). */
 #include <math.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "fs_rmhmc.h"
 
@@ -193,11 +196,12 @@ static void aa_next(fs_aa *a, double *FS_RESTRICT x, const double *FS_RESTRICT g
 
 /* ---- workspace ---------------------------------------------------------- */
 /* layout: proposal point (3 dim + 3 dim^2), p, z (2 dim), leapfrog scratch
-   (11 dim), tmp (dim^2). */
+   (11 dim), tmp (dim^2); twice, the second half for the proposal that the
+   overlapped loop pre-fetches. */
 size_t fs_rmhmc_workspace_size(int dim)
 {
     const size_t d = (size_t)(dim > 0 ? dim : 1);
-    return 4 * d * d + 19 * d + (2 * AA_DEPTH + 3) * d;
+    return 2 * (4 * d * d + 19 * d + (2 * AA_DEPTH + 3) * d);
 }
 
 #define W_PROP(w, d) (w)
@@ -466,30 +470,50 @@ int fs_rmhmc_leapfrog(const fs_rmhmc_config *cfg, double eps, int n_steps,
 
 /* ---- transition ---------------------------------------------------------- */
 
-/* Proposal from cur into prop (a view of the workspace) with momentum p.
-   Returns FS_OK with *h0, *h1 set (h1 may be non-finite), a divergence code,
-   or an error. */
-static int propose(const fs_rmhmc_config *cfg, double eps, int n_steps,
-                   const fs_potential *drive, const fs_metric *dmetric,
-                   const fs_potential *judge, const fs_metric *jmetric, fs_rng *rng,
-                   const fs_rmhmc_point *cur, fs_rmhmc_point *prop, double *FS_RESTRICT work,
-                   double *h0, double *h1, int *n_judge, int *fp_iter)
-{
-    const int d = cfg->dim, sep = separate_metric(dmetric, jmetric);
-    double *p = W_P(work, d), *z = p + d, *tmp = W_TMP(work, d);
-    const double *Lj = sep ? cur->Lj : cur->L;
-    double zz = 0.0, uj1 = NAN, kin1, ldj1;
-    int i, k, status;
+/* The random numbers of one transition are drawn in a fixed order whatever
+   happens in it: the number of steps (random_n_steps), the dim normals of
+   the momentum, then the uniform of the Metropolis test (also when the
+   proposal diverged).  So fs_rmhmc_run's overlapped loop, which draws the
+   next transition's numbers before this one's test is decided, gives the
+   same chain bit for bit as the serial one. */
 
+static int draw_n_steps(const fs_rmhmc_config *cfg, fs_rng *rng)
+{
+    int n = cfg->n_steps;
+    if (cfg->random_n_steps && cfg->n_steps > 1) {
+        n = 1 + (int)(rng->uniform(rng->state) * cfg->n_steps);
+        if (n > cfg->n_steps) n = cfg->n_steps;
+    }
+    return n;
+}
+
+/* z ~ N(0, I) (dim normals), returns |z|^2. */
+static double draw_normals(fs_rng *rng, int d, double *FS_RESTRICT z)
+{
+    double zz = 0.0;
+    int i;
     for (i = 0; i < d; i++) { z[i] = rng->normal(rng->state); zz += z[i] * z[i]; }
-    for (i = 0; i < d; i++) {       /* p = L_judge z ~ N(0, G_judge(q)) */
+    return zz;
+}
+
+/* The trajectory of a proposal: p = Lj z ~ N(0, G_judge(q)) into W_P(work),
+   cur (without its judge factor) copied into prop (a view of work), then
+   n_steps generalized leapfrog steps.  z is read from W_P(work) + dim and
+   left there.  Returns what fs_rmhmc_leapfrog returns. */
+static int trajectory(const fs_rmhmc_config *cfg, double eps, int n_steps,
+                      const fs_potential *drive, const fs_metric *dmetric, const double *Lj,
+                      const fs_rmhmc_point *cur, fs_rmhmc_point *prop,
+                      double *FS_RESTRICT work, int *fp_iter)
+{
+    const int d = cfg->dim;
+    double *p = W_P(work, d), *z = p + d;
+    int i, k;
+    for (i = 0; i < d; i++) {
         const double *r = Lj + (size_t)i * d;
         double s = 0.0;
         for (k = 0; k <= i; k++) s += r[k] * z[k];
         p[i] = s;
     }
-    *h0 = cur->u_judge + 0.5 * cur->logdet_judge + 0.5 * zz;
-    *h1 = NAN;
     point_view(prop, W_PROP(work, d), d, 0);
     prop->Lj = NULL;
     {   /* copy cur without its judge factor */
@@ -497,17 +521,24 @@ static int propose(const fs_rmhmc_config *cfg, double eps, int n_steps,
         c.Lj = NULL;
         point_copy(prop, &c, d);
     }
-    status = fs_rmhmc_leapfrog(cfg, eps, n_steps, drive, dmetric, prop, p, work, fp_iter);
-    if (status != FS_OK) return status;
-    if (same_potential(drive, judge)) {
-        uj1 = prop->u_drive;
-    } else {
-        status = judge->eval(judge->state, prop->q, &uj1, NULL);
-        *n_judge = 1;
-        if (status == FS_ENONFINITE) return FS_OK;
-        if (status != FS_OK) return status;
-    }
-    prop->u_judge = uj1;
+    return fs_rmhmc_leapfrog(cfg, eps, n_steps, drive, dmetric, prop, p, work, fp_iter);
+}
+
+/* The judge's Hamiltonian at the end of a trajectory with judge value uj1
+   (status js of its evaluation): *h1 (non-finite when the judge or its
+   metric is).  The judge factor at prop is left in W_TMP(work) (sep). */
+static int judge_end(const fs_rmhmc_config *cfg, const fs_metric *jmetric, int sep,
+                     fs_rmhmc_point *prop, double uj1, int js, double *FS_RESTRICT work,
+                     double *h1)
+{
+    const int d = cfg->dim;
+    double *p = W_P(work, d), *z = p + d, *tmp = W_TMP(work, d);
+    double kin1, ldj1;
+    int status;
+    *h1 = NAN;
+    prop->u_judge = js == FS_OK ? uj1 : NAN;
+    if (js == FS_ENONFINITE) return FS_OK;
+    if (js != FS_OK) return js;
     if (sep) {
         status = metric_at(jmetric, prop->q, tmp, NULL, &ldj1, z, d);
         if (status == FS_ESINGULAR || status == FS_ENONFINITE) return FS_OK;
@@ -522,9 +553,91 @@ static int propose(const fs_rmhmc_config *cfg, double eps, int n_steps,
     return FS_OK;
 }
 
+/* Proposal from cur into prop (a view of the workspace) with its momentum
+   drawn here.  Returns FS_OK with *h0, *h1 set (h1 may be non-finite), a
+   divergence code, or an error. */
+static int propose(const fs_rmhmc_config *cfg, double eps, int n_steps,
+                   const fs_potential *drive, const fs_metric *dmetric,
+                   const fs_potential *judge, const fs_metric *jmetric, fs_rng *rng,
+                   const fs_rmhmc_point *cur, fs_rmhmc_point *prop, double *FS_RESTRICT work,
+                   double *h0, double *h1, int *n_judge, int *fp_iter)
+{
+    const int d = cfg->dim, sep = separate_metric(dmetric, jmetric);
+    const double zz = draw_normals(rng, d, W_P(work, d) + d);
+    double uj1 = NAN;
+    int status, js = FS_OK;
+
+    *h0 = cur->u_judge + 0.5 * cur->logdet_judge + 0.5 * zz;
+    *h1 = NAN;
+    status = trajectory(cfg, eps, n_steps, drive, dmetric, sep ? cur->Lj : cur->L, cur, prop,
+                        work, fp_iter);
+    if (status != FS_OK) return status;
+    if (same_potential(drive, judge)) {
+        uj1 = prop->u_drive;
+    } else {
+        js = judge->eval(judge->state, prop->q, &uj1, NULL);
+        *n_judge = 1;
+    }
+    return judge_end(cfg, jmetric, sep, prop, uj1, js, work, h1);
+}
+
 static int is_divergence(int status)
 {
     return status == FS_ENONFINITE || status == FS_ESINGULAR || status == FS_RMHMC_NOT_CONVERGED;
+}
+
+static void info_start(fs_rmhmc_info *info, int n_steps)
+{
+    fs_hmc_info *hi = &info->hmc;
+    memset(hi, 0, sizeof(*hi));
+    hi->n_steps = n_steps;
+    hi->energy_error = NAN;
+    hi->proposal_u = NAN;
+    info->not_converged = 0;
+    info->fixed_point_iterations = 0;
+}
+
+/* The Metropolis test of a proposal that ended with status (FS_OK or a
+   divergence) and energies h0, h1, with the uniform u: info filled;
+   returns 1 when accepted. */
+static int decide(const fs_rmhmc_config *cfg, int status, double h0, double h1, double u,
+                  fs_rmhmc_info *info)
+{
+    fs_hmc_info *hi = &info->hmc;
+    double dh, a;
+    hi->energy = h0;
+    if (status != FS_OK) {
+        info->not_converged = status == FS_RMHMC_NOT_CONVERGED;
+        hi->divergent = 1;
+        return 0;
+    }
+    dh = h1 - h0;
+    hi->energy_error = dh;
+    if (!fs_isfinite(dh) || dh > cfg->max_energy_error) {
+        hi->divergent = 1;
+        return 0;
+    }
+    a = dh > 0 ? exp(-dh) : 1.0;
+    hi->accept_prob = a;
+    if (u < a) {
+        hi->accepted = 1;
+        hi->energy = h1;
+        return 1;
+    }
+    return 0;
+}
+
+/* cur = prop (accepted), with the judge factor at prop from W_TMP(work) (sep). */
+static void move_to(fs_rmhmc_point *cur, const fs_rmhmc_point *prop, int sep,
+                    const double *FS_RESTRICT work, int d)
+{
+    double *Lj = cur->Lj;
+    fs_rmhmc_point src = *prop;
+    if (sep) memcpy(Lj, W_TMP(work, d), sizeof(double) * (size_t)d * d);
+    src.Lj = NULL;
+    cur->Lj = NULL;
+    point_copy(cur, &src, d);
+    cur->Lj = Lj;
 }
 
 int fs_rmhmc_transition(const fs_rmhmc_config *cfg, const fs_potential *drive,
@@ -533,64 +646,144 @@ int fs_rmhmc_transition(const fs_rmhmc_config *cfg, const fs_potential *drive,
                         double *FS_RESTRICT work, fs_rmhmc_info *info)
 {
     const int d = cfg->dim, sep = separate_metric(dmetric, jmetric);
-    fs_hmc_info *hi = &info->hmc;
+    const int n_steps = draw_n_steps(cfg, rng);
     fs_rmhmc_point prop;
-    int n_steps = cfg->n_steps, status, n_judge = 0;
-    double h0 = NAN, h1 = NAN, dh, a;
+    int status, n_judge = 0;
+    double h0 = NAN, h1 = NAN, u;
 
-    if (cfg->random_n_steps && cfg->n_steps > 1) {
-        n_steps = 1 + (int)(rng->uniform(rng->state) * cfg->n_steps);
-        if (n_steps > cfg->n_steps) n_steps = cfg->n_steps;
-    }
-    memset(hi, 0, sizeof(*hi));
-    hi->n_steps = n_steps;
-    hi->energy_error = NAN;
-    hi->proposal_u = NAN;
-    info->not_converged = 0;
-    info->fixed_point_iterations = 0;
-
+    info_start(info, n_steps);
     status = propose(cfg, cfg->step_size, n_steps, drive, dmetric, judge, jmetric, rng, cur,
                      &prop, work, &h0, &h1, &n_judge, &info->fixed_point_iterations);
-    hi->n_judge_evals = n_judge;
-    if (is_divergence(status)) {
-        info->not_converged = status == FS_RMHMC_NOT_CONVERGED;
-        hi->divergent = 1;
-        hi->accept_prob = 0.0;
-        hi->energy = h0;
-        return FS_OK;
-    }
-    if (status != FS_OK) return status;
-    hi->proposal_u = prop.u_judge;
-    dh = h1 - h0;
-    hi->energy_error = dh;
-    if (!fs_isfinite(dh) || dh > cfg->max_energy_error) {
-        hi->divergent = 1;
-        hi->accept_prob = 0.0;
-        hi->energy = h0;
-        return FS_OK;
-    }
-    a = dh > 0 ? exp(-dh) : 1.0;
-    hi->accept_prob = a;
-    if (rng->uniform(rng->state) < a) {
-        double *tmp = W_TMP(work, d);
-        hi->accepted = 1;
-        hi->energy = h1;
-        if (sep)   /* propose left the judge factor at the proposal in tmp */
-            memcpy(cur->Lj, tmp, sizeof(double) * (size_t)d * d);
-        {
-            double *Lj = cur->Lj;
-            prop.Lj = NULL;
-            cur->Lj = NULL;
-            point_copy(cur, &prop, d);
-            cur->Lj = Lj;
-        }
-    } else {
-        hi->energy = h0;
-    }
+    info->hmc.n_judge_evals = n_judge;
+    if (status != FS_OK && !is_divergence(status)) return status;
+    if (status == FS_OK) info->hmc.proposal_u = prop.u_judge;
+    u = rng->uniform(rng->state);     /* drawn whatever happened (see above) */
+    if (decide(cfg, status, h0, h1, u, info)) move_to(cur, &prop, sep, work, d);
     return FS_OK;
 }
 
 /* ---- chain loop ---------------------------------------------------------- */
+
+static void record(const fs_hmc_trace *tr, long it, const fs_rmhmc_point *cur,
+                   const double *prop_q, const fs_rmhmc_info *info, double eps, int d)
+{
+    if (tr->draws) memcpy(tr->draws + (size_t)it * d, cur->q, sizeof(double) * (size_t)d);
+    if (tr->potential) tr->potential[it] = cur->u_judge;
+    if (tr->accept_prob) tr->accept_prob[it] = info->hmc.accept_prob;
+    if (tr->energy_error) tr->energy_error[it] = info->hmc.energy_error;
+    if (tr->energy) tr->energy[it] = info->hmc.energy;
+    if (tr->step_size) tr->step_size[it] = eps;
+    if (tr->accepted) tr->accepted[it] = (int8_t)info->hmc.accepted;
+    if (tr->divergent) tr->divergent[it] = (int8_t)info->hmc.divergent;
+    if (tr->n_steps) tr->n_steps[it] = (int32_t)info->hmc.n_steps;
+    if (tr->judge_evaluated) tr->judge_evaluated[it] = (int8_t)info->hmc.n_judge_evals;
+    if (tr->tree_depth) tr->tree_depth[it] = 0;
+    if (tr->proposals) memcpy(tr->proposals + (size_t)it * d, prop_q, sizeof(double) * (size_t)d);
+    if (tr->proposal_potential) tr->proposal_potential[it] = info->hmc.proposal_u;
+}
+
+/* A proposal in flight (the overlapped loop): its workspace half, the
+   point it ends at, its number of steps and |z|^2, and how its trajectory
+   ended. */
+typedef struct rm_flight {
+    double *work;
+    fs_rmhmc_point prop;
+    int n_steps, status, fp_iter;
+    double zz;
+} rm_flight;
+
+/* The overlapped loop (fs_rmhmc.h, cfg->overlap): while one thread
+   evaluates the judge at proposal t, the calling thread draws the test's
+   uniform and the numbers of transition t + 1 and runs its trajectory from
+   proposal t, as if t were accepted (Brockwell 2006, pre-fetching).  If
+   t is rejected that trajectory is run again from the current point with
+   the same numbers.  The last transition of a call, and one after a stop
+   request, are not pre-fetched, so a call leaves nothing in flight. */
+static int run_overlapped(const fs_rmhmc_config *cfg, const fs_potential *drive,
+                          const fs_metric *dmetric, const fs_potential *judge,
+                          fs_rng *rng, fs_rmhmc_point *cur, long n_iter,
+                          const fs_hmc_trace *tr, double *FS_RESTRICT work,
+                          volatile const int *stop, long *n_done, long *n_not_converged)
+{
+    const int d = cfg->dim;
+    const double eps = cfg->step_size;
+    rm_flight fl[2];
+    fs_rmhmc_info info;
+    long it;
+    int k = 0, status = FS_OK;
+    int drawn = 0;      /* fl[k] has its numbers, not its trajectory */
+    int ready = 0;      /* fl[k] has its trajectory from cur */
+    fl[0].work = work;
+    fl[1].work = work + fs_rmhmc_workspace_size(d) / 2;
+    for (it = 0; it < n_iter; it++) {
+        rm_flight *a = &fl[k], *b = &fl[1 - k];
+        double h0, h1 = NAN, uj1 = NAN, u = NAN;
+        int js = FS_OK, ahead, acc;
+        if (!ready) {
+            if (!drawn) {
+                if (stop != NULL && *stop) { status = FS_EINTERRUPT; break; }
+                a->n_steps = draw_n_steps(cfg, rng);
+                a->zz = draw_normals(rng, d, W_P(a->work, d) + d);
+            }
+            a->fp_iter = 0;
+            a->status = trajectory(cfg, eps, a->n_steps, drive, dmetric, cur->L, cur, &a->prop,
+                                   a->work, &a->fp_iter);
+        }
+        ready = drawn = 0;
+        info_start(&info, a->n_steps);
+        info.fixed_point_iterations = a->fp_iter;
+        h0 = cur->u_judge + 0.5 * cur->logdet_judge + 0.5 * a->zz;
+        if (a->status != FS_OK && !is_divergence(a->status)) { status = a->status; break; }
+        ahead = a->status == FS_OK && it + 1 < n_iter && !(stop != NULL && *stop);
+        if (a->status == FS_OK) {
+            info.hmc.n_judge_evals = 1;
+            if (ahead) {
+                /* the pre-fetch is a task that one thread of the pair takes;
+                   the judge runs on the other, and a judge that cuts its
+                   work into tasks when called inside a team (fs_glm_eval)
+                   is finished by both once the pre-fetch is done */
+#ifdef _OPENMP
+#pragma omp parallel num_threads(2)
+#pragma omp single
+#endif
+                {
+#ifdef _OPENMP
+#pragma omp task default(shared)
+#endif
+                    {
+                        u = rng->uniform(rng->state);
+                        b->n_steps = draw_n_steps(cfg, rng);
+                        b->zz = draw_normals(rng, d, W_P(b->work, d) + d);
+                        b->fp_iter = 0;
+                        b->status = trajectory(cfg, eps, b->n_steps, drive, dmetric, a->prop.L,
+                                               &a->prop, &b->prop, b->work, &b->fp_iter);
+                    }
+                    js = judge->eval(judge->state, a->prop.q, &uj1, NULL);
+#ifdef _OPENMP
+#pragma omp taskwait
+#endif
+                }
+            } else {
+                js = judge->eval(judge->state, a->prop.q, &uj1, NULL);
+            }
+            status = judge_end(cfg, NULL, 0, &a->prop, uj1, js, a->work, &h1);
+            if (status != FS_OK) break;
+            info.hmc.proposal_u = a->prop.u_judge;
+        }
+        if (!ahead) u = rng->uniform(rng->state);
+        acc = decide(cfg, a->status, h0, h1, u, &info);
+        if (acc) move_to(cur, &a->prop, 0, a->work, d);
+        if (ahead) {                  /* b's numbers are drawn; its trajectory */
+            ready = acc;              /* holds when it started from cur        */
+            drawn = !acc;
+            k = 1 - k;
+        }
+        if (n_not_converged) *n_not_converged += info.not_converged;
+        record(tr, it, cur, a->prop.q, &info, eps, d);
+    }
+    *n_done = it;
+    return status;
+}
 
 int fs_rmhmc_run(const fs_rmhmc_config *cfg, const fs_potential *drive,
                  const fs_metric *dmetric, const fs_potential *judge,
@@ -604,25 +797,19 @@ int fs_rmhmc_run(const fs_rmhmc_config *cfg, const fs_potential *drive,
     const int d = cfg->dim;
     long it;
     int status = FS_OK;
+    if (cfg->overlap && adapt == NULL && !separate_metric(dmetric, jmetric)
+            && !same_potential(drive, judge)) {
+        status = run_overlapped(cfg, drive, dmetric, judge, rng, cur, n_iter, tr, work, stop,
+                                n_done, n_not_converged);
+        if (step_size_out) *step_size_out = c.step_size;
+        return status;
+    }
     for (it = 0; it < n_iter; it++) {
         if (stop != NULL && *stop) { status = FS_EINTERRUPT; break; }
         status = fs_rmhmc_transition(&c, drive, dmetric, judge, jmetric, rng, cur, work, &info);
         if (status != FS_OK) break;
         if (n_not_converged) *n_not_converged += info.not_converged;
-        if (tr->draws) memcpy(tr->draws + (size_t)it * d, cur->q, sizeof(double) * (size_t)d);
-        if (tr->potential) tr->potential[it] = cur->u_judge;
-        if (tr->accept_prob) tr->accept_prob[it] = info.hmc.accept_prob;
-        if (tr->energy_error) tr->energy_error[it] = info.hmc.energy_error;
-        if (tr->energy) tr->energy[it] = info.hmc.energy;
-        if (tr->step_size) tr->step_size[it] = c.step_size;
-        if (tr->accepted) tr->accepted[it] = (int8_t)info.hmc.accepted;
-        if (tr->divergent) tr->divergent[it] = (int8_t)info.hmc.divergent;
-        if (tr->n_steps) tr->n_steps[it] = (int32_t)info.hmc.n_steps;
-        if (tr->judge_evaluated) tr->judge_evaluated[it] = (int8_t)info.hmc.n_judge_evals;
-        if (tr->tree_depth) tr->tree_depth[it] = 0;
-        if (tr->proposals)
-            memcpy(tr->proposals + (size_t)it * d, W_PROP(work, d), sizeof(double) * (size_t)d);
-        if (tr->proposal_potential) tr->proposal_potential[it] = info.hmc.proposal_u;
+        record(tr, it, cur, W_PROP(work, d), &info, c.step_size, d);
         if (adapt != NULL) c.step_size = fs_dual_avg_update(adapt, info.hmc.accept_prob);
     }
     *n_done = it;

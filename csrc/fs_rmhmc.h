@@ -50,6 +50,7 @@ typedef struct fs_rmhmc_config {
     double max_energy_error;  /* dH above this is a divergence                 */
     int max_fixed_point;      /* iterations per implicit update (>= 1)         */
     double fixed_point_tol;   /* relative tolerance of the fixed point (> 0)   */
+    int overlap;              /* 1: fs_rmhmc_run overlaps the judge (below)    */
 } fs_rmhmc_config;
 
 /* Everything known at a position.  Arrays belong to the caller; sizes:
@@ -102,7 +103,16 @@ int fs_rmhmc_transition(const fs_rmhmc_config *cfg, const fs_potential *drive,
 /* n_iter transitions into `trace` (fs_hmc.h; tree_depth gets 0), dual
    averaging of the step size when adapt is non-NULL, *stop checked before
    each iteration; *n_done and *n_not_converged (may be NULL; incremented)
-   as for fs_hmc_run. */
+   as for fs_hmc_run.
+   With cfg->overlap, no adaptation, a judge potential apart from the drive
+   and the drive's metric judging (jmetric NULL), the judge's U at each
+   proposal is evaluated on a second thread (OpenMP) while the calling
+   thread runs the next trajectory from that proposal, kept when the
+   proposal is accepted (pre-fetching, Brockwell 2006).  The chain is the
+   serial one bit for bit: each transition draws its random numbers in a
+   fixed order (fs_rmhmc.c).  The judge must then be safe to call from
+   another thread while the drive and its metric run; it runs on one
+   thread (nested OpenMP regions are inactive). */
 int fs_rmhmc_run(const fs_rmhmc_config *cfg, const fs_potential *drive,
                  const fs_metric *dmetric, const fs_potential *judge,
                  const fs_metric *jmetric, fs_rng *rng, fs_rmhmc_point *cur,

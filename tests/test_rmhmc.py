@@ -7,6 +7,7 @@ import pytest
 import fastsurrogate as fs
 from fastsurrogate import diagnostics
 from fastsurrogate.core._potential import WeightedSum
+from fastsurrogate.core._hmc import new_trace
 from fastsurrogate.core._rmhmc import (FisherMetric, SoftAbsMetric, CallableMetric, RMChain,
                                        softabs, glm_weight_deriv)
 from fastsurrogate.models import posteriordb as pdb
@@ -620,3 +621,145 @@ def test_bad_arguments_raise_before_c():
         M.contract(np.zeros(3), Ginv=np.triu(np.ones((3, 3))))
     with pytest.raises(ValueError, match="finite"):
         M.contract(np.zeros(3), Ginv=np.full((3, 3), np.nan))
+
+
+# ---- the overlapped loop (fs_rmhmc_run with cfg->overlap) -------------------
+
+def fitted_network(m, seed):
+    """A network fitted to m's U at 400 NUTS draws, and the last draw."""
+    res = fs.sample(m, method="nuts", n_draws=400, n_warmup=300, chains=1, seed=seed,
+                    progress=False)
+    Q = res.draws.reshape(-1, m.dim)
+    net = train_random_network(Q, np.array([m.value(q) for q in Q]), n_hidden=200, seed=4)
+    return m, net, Q[-1]
+
+
+@pytest.fixture(scope="module")
+def overlap_problem():
+    """A logistic regression (N = 20000 rows: 40 blocks, 5 tasks when its U
+    runs inside the overlapped loop's team), a network fitted to it and a
+    start in the bulk."""
+    X, y, _ = fs.datasets.simulate_logistic(20000, 4, seed=2)
+    return fitted_network(fs.models.LogisticRegression(X, y, prior_sd=10.0, n_threads=2), 3)
+
+
+def overlap_trace(problem, overlap, chunks, step, random_n_steps=False, judge=None, stop=None):
+    m, net, q0 = problem
+    chain = RMChain(net, SoftAbsMetric(net), m if judge is None else judge, None, q0,
+                    np.random.default_rng(9), step_size=step, n_steps=3,
+                    random_n_steps=random_n_steps, overlap=overlap)
+    tr = new_trace(sum(chunks), m.dim, proposals=True)
+    i = 0
+    for c in chunks:
+        n, _ = chain.run(tr, i, c, stop=stop)
+        i += n
+        if n < c:
+            break
+    return tr, chain, i
+
+
+def assert_same_trace(a, b, rows=None):
+    for k in a:
+        x, y = a[k][:rows], b[k][:rows]
+        assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), k
+
+
+@pytest.mark.parametrize("step, random_n_steps", [(1.2, False), (1.0, True), (1.8, True), (2.3, True)])
+def test_overlapped_loop_gives_the_serial_chain_bit_for_bit(overlap_problem, step,
+                                                            random_n_steps):
+    # 1.0 and 1.2: 15-25 % rejected; 1.8: most rejected; 2.3: most divergent
+    # (fixed points that do not converge, non-finite values).  The pre-fetched
+    # trajectories are then mostly thrown away and run again from the
+    # current point, with the random numbers already drawn
+    chunks = [1, 2, 37, 1, 60, 99]
+    ref, _, _ = overlap_trace(overlap_problem, False, chunks, step, random_n_steps)
+    for ov in (True, "auto"):
+        tr, chain, _ = overlap_trace(overlap_problem, ov, chunks, step, random_n_steps)
+        assert_same_trace(ref, tr)
+    acc = ref["accepted"].mean()
+    assert (0.6 < acc < 0.95 if step < 1.5 else acc < 0.5 if step < 2
+            else ref["divergent"].sum() > 3)
+    # "auto" timed both ways (each call of >= 2 iterations is timed one way)
+    t = chain.overlap_timings
+    assert t["serial"][1] >= 2 and t["overlapped"][1] >= 2
+
+
+def test_overlapped_loop_with_ica_judge():
+    # ICA's U also cuts its blocks into tasks inside the team
+    X, _, _ = fs.datasets.simulate_ica(n=20000, d=2, seed=1)
+    problem = fitted_network(fs.models.ICA(X, n_threads=2), 5)
+    ref, _, _ = overlap_trace(problem, False, [3, 80], 0.8, True)
+    tr, _, _ = overlap_trace(problem, True, [3, 80], 0.8, True)
+    assert_same_trace(ref, tr)
+    assert 0.2 < ref["accepted"].mean() < 1.0
+
+
+def test_overlapped_loop_with_a_python_judge_that_goes_non_finite(overlap_problem):
+    # a thread-safe callback judge runs on the OpenMP worker (it takes the
+    # GIL there); NaN far out is a divergence, as in the serial loop
+    m, _, q0 = overlap_problem
+    far = q0[0] - 0.1
+
+    def value(q):
+        return np.nan if q[0] < far else m.value(q)
+
+    judge = fs.Potential.from_callable(lambda q: m.value_and_grad(q), 4, value=value,
+                                       thread_safe=True)
+    ref, _, _ = overlap_trace(overlap_problem, False, [150], 1.0, True, judge=judge)
+    tr, _, _ = overlap_trace(overlap_problem, True, [150], 1.0, True, judge=judge)
+    assert_same_trace(ref, tr)
+    assert ref["divergent"].sum() > 3
+
+
+def test_overlapped_loop_stop_and_error_keep_the_chain(overlap_problem):
+    m, _, q0 = overlap_problem
+    ref, _, _ = overlap_trace(overlap_problem, False, [120], 1.0)
+    # a stop request during the run: the rows done are the serial chain's,
+    # and the rest, run after it, completes the same chain
+    stop = np.zeros(1, dtype=np.int32)
+    calls = [0]
+
+    def value(q):
+        calls[0] += 1
+        if calls[0] == 40:
+            stop[0] = 1
+        return m.value(q)
+
+    judge = fs.Potential.from_callable(lambda q: m.value_and_grad(q), 4, value=value,
+                                       thread_safe=True)
+    tr, chain, n = overlap_trace(overlap_problem, True, [120], 1.0, judge=judge, stop=stop)
+    assert 30 <= n < 120
+    stop[0] = 0
+    chain.run(tr, n, 120 - n, stop=stop)
+    assert_same_trace(ref, tr)
+
+    # an error raised by the judge reaches the caller; the rows before it are kept
+    def bad(q):
+        calls[0] += 1
+        if calls[0] == 60:
+            raise ValueError("judge failed")
+        return m.value(q)
+
+    calls[0] = 0
+    net = overlap_problem[1]
+    judge = fs.Potential.from_callable(lambda q: m.value_and_grad(q), 4, value=bad,
+                                       thread_safe=True)
+    chain = RMChain(net, SoftAbsMetric(net), judge, None, q0, np.random.default_rng(9),
+                    step_size=1.0, n_steps=3, overlap=True)
+    tr = new_trace(120, 4, proposals=True)
+    with pytest.raises(ValueError, match="judge failed"):
+        chain.run(tr, 0, 120)
+    k = chain.n_done_last
+    assert 40 < k < 60
+    assert_same_trace(ref, tr, rows=k)
+
+
+def test_overlap_argument_checked():
+    m = glm("logistic", n=200, d=3)
+    with pytest.raises(ValueError, match="overlap"):
+        fs.RNSRMHMC(m, overlap="yes")
+    net, M = small_network(False)
+    with pytest.raises(ValueError, match="overlap"):
+        RMChain(net, M, None, None, np.zeros(3), np.random.default_rng(0), overlap="on")
+    with pytest.raises(TypeError, match="overlap"):
+        RMChain(net, M, None, None, np.zeros(3), np.random.default_rng(0), overlap=1)

@@ -48,6 +48,7 @@ cdef extern from "fs_rmhmc.h" nogil:
         double max_energy_error
         int max_fixed_point
         double fixed_point_tol
+        int overlap
     ctypedef struct fs_rmhmc_point:
         double *q
         double *grad

@@ -7,6 +7,8 @@ from libc.string cimport memcpy
 from libc.math cimport exp
 from libc.stdint cimport int8_t, int32_t
 
+import time
+
 import numpy as np
 cimport numpy as cnp
 from numpy.random cimport bitgen_t
@@ -455,6 +457,17 @@ cdef class RMChain:
         converge is a divergence (counted in ``n_not_converged``).
     fixed_point_tol : float
         Converged when an iterate moves by <= tol * (1 + its largest entry).
+    overlap : bool or "auto"
+        Evaluate the judge's U at each proposal on a second thread while
+        this one runs the next trajectory, kept when the proposal is
+        accepted (csrc/fs_rmhmc.h).  Used by ``run`` without adaptation,
+        with a judge apart from the drive and no judge metric; the draws
+        are the same bit for bit as without it, so it only changes the
+        speed.  "auto": each ``run`` call goes one way or the other, by
+        the seconds per iteration measured so far on this chain (both ways
+        are tried first, and the slower one again every eighth call: a
+        machine's load changes).  The judge must be safe to call from
+        another thread beside the drive and metric (a thread-safe model).
     """
     cdef Potential drive, judge
     cdef Metric metric, judge_metric
@@ -470,11 +483,15 @@ cdef class RMChain:
     # rows filled by the last run() call, set before it raises (see Chain.n_done_last)
     cdef public long n_done_last
     cdef readonly int last_fixed_point_iterations
+    cdef int _ov_mode                   # 0 off, 1 on, 2 auto
+    cdef double _ov_sec[2]              # auto: seconds per iteration, serial / overlapped
+    cdef long _ov_seen[2]               # auto: run calls measured each way
+    cdef long _ov_calls
 
     def __init__(self, Potential drive not None, Metric metric not None, Potential judge,
                  Metric judge_metric, q0, generator, double step_size=0.1, int n_steps=2,
                  bint random_n_steps=False, double max_energy_error=1000.0,
-                 int max_fixed_point=20, double fixed_point_tol=1e-9):
+                 int max_fixed_point=20, double fixed_point_tol=1e-9, overlap=False):
         judge = drive if judge is None else judge
         cdef int d = drive.pot.dim
         if drive.pot.eval == NULL or judge.pot.eval == NULL:
@@ -511,6 +528,7 @@ cdef class RMChain:
         self.cfg.max_energy_error = max_energy_error
         self.cfg.max_fixed_point = max_fixed_point
         self.cfg.fixed_point_tol = fixed_point_tol
+        self.overlap = overlap
         self._work = np.zeros(fs_rmhmc_workspace_size(d))
         self._pt = np.zeros(3 * d + 3 * d * d)
         cdef double *b = <double *>cnp.PyArray_DATA(self._pt)
@@ -590,6 +608,41 @@ cdef class RMChain:
     @property
     def n_steps(self):
         return self.cfg.n_steps
+
+    @property
+    def overlap(self):
+        return ("auto" if self._ov_mode == 2 else bool(self._ov_mode))
+
+    @overlap.setter
+    def overlap(self, value):
+        if isinstance(value, str):
+            if value != "auto":
+                raise ValueError(f'overlap must be True, False or "auto", got {value!r}')
+            self._ov_mode = 2
+        elif isinstance(value, (bool, np.bool_)):
+            self._ov_mode = int(value)
+        else:
+            raise TypeError(f'overlap must be True, False or "auto", got {type(value).__name__}')
+        self.cfg.overlap = self._ov_mode == 1
+        self._ov_sec[0] = self._ov_sec[1] = 0.0
+        self._ov_seen[0] = self._ov_seen[1] = 0
+        self._ov_calls = 0
+
+    @property
+    def overlap_timings(self):
+        """With ``overlap="auto"``: (seconds per iteration, run calls measured)
+        for the serial and the overlapped loop, as measured so far."""
+        return {"serial": (self._ov_sec[0], self._ov_seen[0]),
+                "overlapped": (self._ov_sec[1], self._ov_seen[1])}
+
+    cdef int _ov_choose(self):
+        # both ways twice first, then the faster, the other every eighth call
+        cdef int fast
+        self._ov_calls += 1
+        if self._ov_seen[0] < 2 or self._ov_seen[1] < 2:
+            return 1 if self._ov_seen[1] < self._ov_seen[0] else 0
+        fast = 1 if self._ov_sec[1] < self._ov_sec[0] else 0
+        return 1 - fast if self._ov_calls % 8 == 0 else fast
 
     def leapfrog(self, q, p, double step_size, int n_steps=1):
         """``(q', p')`` after n_steps generalized leapfrog steps of the drive (for tests).
@@ -706,6 +759,14 @@ cdef class RMChain:
             tr.proposals = <double *>cnp.PyArray_DATA(trace["proposals"]) + start * d
             tr.proposal_potential = <double *>cnp.PyArray_DATA(trace["proposal_potential"]) + start
         cdef fs_dual_avg *da = &self.da if self.adapting else NULL
+        # "auto": time this call one way or the other (the same draws either way)
+        cdef int way = -1
+        cdef double t0 = 0.0, sec
+        if (self._ov_mode == 2 and not self.adapting and self.judge is not self.drive
+                and self.jm == NULL and n_iter >= 2):
+            way = self._ov_choose()
+            self.cfg.overlap = way
+            t0 = time.perf_counter()
         self.n_done_last = 0
         with self.lock:
             with nogil:
@@ -713,6 +774,11 @@ cdef class RMChain:
                                       &self.judge.pot, self.jm, &self.rng, &self.cur, da,
                                       n_iter, &tr, <double *>cnp.PyArray_DATA(self._work),
                                       stop_ptr, &n_done, &eps_out, &nnc)
+        if way >= 0 and n_done >= 2 and status == FS_OK:
+            sec = (time.perf_counter() - t0) / n_done
+            self._ov_sec[way] = (sec if self._ov_seen[way] == 0
+                                 else 0.7 * self._ov_sec[way] + 0.3 * sec)
+            self._ov_seen[way] += 1
         self.n_not_converged += nnc
         self.n_done_last = n_done
         if self.adapting:
