@@ -94,7 +94,9 @@ int fs_rmhmc_leapfrog(const fs_rmhmc_config *cfg, double eps, int n_steps,
                       double *FS_RESTRICT work, int *fp_iter);
 
 /* One RMHMC transition: p ~ N(0, G_judge(q)), the trajectory, the Metropolis
-   test with H_judge = U_judge + 1/2 log det G_judge + 1/2 p^T G_judge^{-1} p. */
+   test with H_judge = U_judge + 1/2 log det G_judge + 1/2 p^T G_judge^{-1} p.
+   Random numbers, in this order whatever happens: the number of steps (with
+   random_n_steps), dim normals, the test's uniform (also after a divergence). */
 int fs_rmhmc_transition(const fs_rmhmc_config *cfg, const fs_potential *drive,
                         const fs_metric *dmetric, const fs_potential *judge,
                         const fs_metric *jmetric, fs_rng *rng, fs_rmhmc_point *cur,
