@@ -1,10 +1,13 @@
 """RNS-HMC and ARNS-HMC are exact: their draws match exact references."""
+import warnings
+
 import numpy as np
 import pytest
 
 import fastsurrogate as fs
 from fastsurrogate import diagnostics
 from fastsurrogate.models import posteriordb as pdb
+from fastsurrogate.samplers.rns_hmc import warn_few_training_points
 
 from test_posteriordb_hmc import compare_to_reference
 
@@ -186,3 +189,27 @@ def test_rns_with_a_given_base_potential(logistic):
     ds = np.array([res.surrogate.value(x) for x in q]) - res.surrogate.value(q[0])
     np.testing.assert_allclose(ds, du, atol=0.03)
     assert res.acceptance_rate[0] > 0.8 * ref.acceptance_rate.mean()
+
+
+def test_few_training_points_for_the_dimension_warn():
+    # d = 20: a quadratic has 231 coefficients; training takes the states
+    # after train_from (half of n_warmup by default)
+    X, y, _ = fs.datasets.simulate_logistic(2000, 20, seed=0)
+    m = fs.models.LogisticRegression(X, y)
+    kw = dict(n_draws=20, chains=1, seed=1, progress=False, no_regret=False, n_hidden=200)
+    with pytest.warns(UserWarning, match="100 training points, fewer than the 231 coefficients"):
+        res = fs.sample(m, method="rns-hmc", n_warmup=200, **kw)
+    assert res.info["n_train"] == 100
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        res = fs.sample(m, method="rns-hmc", n_warmup=500, **kw)
+        assert res.info["n_train"] == 250
+        # a Gaussian base carries the curvature: no warning
+        fs.sample(m, method="rns-hmc", n_warmup=200, base="laplace", **kw)
+    # an active subspace of k inputs needs (k + 1)(k + 2) / 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        warn_few_training_points("rns-hmc", 10, 50, subspace=3)
+    with pytest.warns(UserWarning, match="9 training points, fewer than the 10 coefficients "
+                                         "of a quadratic in 3 variables"):
+        warn_few_training_points("rns-hmc", 9, 50, subspace=3)
