@@ -5,8 +5,10 @@
  *   Rows [0, n) are cut into nb blocks of `rows` rows (fs__eval_blocking,
  *   a function of n only).  Block b writes d gradient partials and one value
  *   partial to work[b*fs__eval_stride(d) ...].  OpenMP (static schedule) spreads the
- *   blocks over threads; the partials are then added in block order, so the
- *   thread count never changes a bit of the result.
+ *   blocks over threads, or, when called inside a running team (fs_rmhmc.c's
+ *   overlapped loop), makes tasks of them for whichever thread is free; the
+ *   partials are then added in block order, so neither the thread count nor
+ *   the schedule changes a bit of the result.
  *   Inside a block, rows go by panels of up to 24 rows (<= 16 KB): the dot
  *   products x_i . beta of the panel, 4 rows at a time (the loads of beta
  *   are shared); the residuals and losses of the panel, 4 rows per vector;
