@@ -208,6 +208,11 @@ def main():
                   f"{r_rns.timings['sample'] / (3 * a.draws) * 1e3:.1f} ms/iter minESS {e2:.0f} "
                   f"-> {s2:.2f}/s; ratio to RMHMC {s2 / s1:.1f} (target >= 10 on simulated and "
                   f"bank; paper {paper.get(name, 'n/a')})", flush=True)
+            for o in r_rns.info.get("overlap", []):
+                if o["setting"] == "auto":
+                    print("    auto's timings (ms per iteration, run calls): " + ", ".join(
+                        f"{k} {o[k][0] * 1e3:.2f} ({o[k][1]})" for k in ("serial", "overlapped")),
+                          flush=True)
 
 if __name__ == "__main__":
     main()

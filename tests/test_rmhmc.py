@@ -1,6 +1,8 @@
 """Riemannian-manifold HMC: metrics against finite differences, the generalized
 leapfrog's reversibility and volume preservation, RMHMC and RNS-RMHMC as
 distributions (MCSE tolerances)."""
+import os
+
 import numpy as np
 import pytest
 
@@ -752,6 +754,19 @@ def test_overlapped_loop_stop_and_error_keep_the_chain(overlap_problem):
     k = chain.n_done_last
     assert 40 < k < 60
     assert_same_trace(ref, tr, rows=k)
+
+
+def test_rns_rmhmc_records_its_overlap_setting():
+    X, y, _ = fs.datasets.simulate_logistic(3000, 4, seed=1)
+    m = fs.models.LogisticRegression(X, y, n_threads=2)
+    kw = dict(n_draws=200, n_warmup=400, chains=1, seed=2, progress=False, n_hidden=200)
+    ov = fs.sample(m, method="rns-rmhmc", **kw).info["overlap"]
+    assert len(ov) == 1 and ov[0]["setting"] == ("auto" if len(os.sched_getaffinity(0)) > 1
+                                                 else False)
+    assert set(ov[0]) == {"setting", "serial", "overlapped"}
+    # the exact test metric needs the exact metric at t before t + 1 starts
+    assert fs.sample(m, method="rns-rmhmc", test_metric="exact",
+                     **kw).info["overlap"][0]["setting"] is False
 
 
 def test_overlap_argument_checked():

@@ -229,7 +229,10 @@ class RNSRMHMC(RNSHMC):
         either way; "auto" (default) times both ways on the chain and keeps
         the faster, checking again now and then.  Used only when the
         potential is thread-safe (the C models are) and two CPUs are
-        usable.  On the simulated regression (N = 100000, d = 50, s = 2000,
+        usable.  ``info["overlap"]`` lists for each chain the setting used
+        and, with "auto", the (seconds per iteration, run calls) measured
+        each way, "serial" and "overlapped".  On the simulated regression
+        (N = 100000, d = 50, s = 2000,
         L = 2; ``bench/rmhmc_ratios.py --overlap off,auto``, Zen 4, load
         1-1.7) an iteration took 2.4 ms against 3.1 ms serial, and on a
         busy machine the serial loop was the faster (README, "Table 1,
@@ -344,6 +347,10 @@ class RNSRMHMC(RNSHMC):
             with ctx.phase("sample"):
                 ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
         ctx.run.info["not_converged"] += ctx.chain.n_not_converged
+        timings = ctx.chain.overlap_timings
+        ctx.run.info.setdefault("overlap", []).append(
+            {"setting": ctx.chain.overlap, "serial": timings["serial"],
+             "overlapped": timings["overlapped"]})
 
     def _adapt_rm(self, ctx, chain):
         """Dual averaging of the Riemannian step (when not given), recorded
