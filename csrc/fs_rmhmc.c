@@ -692,6 +692,22 @@ typedef struct rm_flight {
     double zz;
 } rm_flight;
 
+/* f's random numbers: its number of steps and momentum normals. */
+static void flight_draw(const fs_rmhmc_config *cfg, fs_rng *rng, rm_flight *f)
+{
+    f->n_steps = draw_n_steps(cfg, rng);
+    f->zz = draw_normals(rng, cfg->dim, W_P(f->work, cfg->dim) + cfg->dim);
+}
+
+/* f's trajectory from pt (the drive's metric judges: its factor draws p). */
+static void flight_run(const fs_rmhmc_config *cfg, const fs_potential *drive,
+                       const fs_metric *dmetric, const fs_rmhmc_point *pt, rm_flight *f)
+{
+    f->fp_iter = 0;
+    f->status = trajectory(cfg, cfg->step_size, f->n_steps, drive, dmetric, pt->L, pt, &f->prop,
+                           f->work, &f->fp_iter);
+}
+
 /* The overlapped loop (fs_rmhmc.h, cfg->overlap): while one thread
    evaluates the judge at proposal t, the calling thread draws the test's
    uniform and the numbers of transition t + 1 and runs its trajectory from
@@ -722,12 +738,9 @@ static int run_overlapped(const fs_rmhmc_config *cfg, const fs_potential *drive,
         if (!ready) {
             if (!drawn) {
                 if (stop != NULL && *stop) { status = FS_EINTERRUPT; break; }
-                a->n_steps = draw_n_steps(cfg, rng);
-                a->zz = draw_normals(rng, d, W_P(a->work, d) + d);
+                flight_draw(cfg, rng, a);
             }
-            a->fp_iter = 0;
-            a->status = trajectory(cfg, eps, a->n_steps, drive, dmetric, cur->L, cur, &a->prop,
-                                   a->work, &a->fp_iter);
+            flight_run(cfg, drive, dmetric, cur, a);
         }
         ready = drawn = 0;
         info_start(&info, a->n_steps);
@@ -752,11 +765,8 @@ static int run_overlapped(const fs_rmhmc_config *cfg, const fs_potential *drive,
 #endif
                     {
                         u = rng->uniform(rng->state);
-                        b->n_steps = draw_n_steps(cfg, rng);
-                        b->zz = draw_normals(rng, d, W_P(b->work, d) + d);
-                        b->fp_iter = 0;
-                        b->status = trajectory(cfg, eps, b->n_steps, drive, dmetric, a->prop.L,
-                                               &a->prop, &b->prop, b->work, &b->fp_iter);
+                        flight_draw(cfg, rng, b);
+                        flight_run(cfg, drive, dmetric, &a->prop, b);
                     }
                     js = judge->eval(judge->state, a->prop.q, &uj1, NULL);
 #ifdef _OPENMP
