@@ -197,7 +197,7 @@ def main():
             label = (f"test metric {tm}" + (", Laplace base" if base == "laplace" else "")
                      + f", overlap {ov}")
             log(f"{name}: RNS-RMHMC, {label}")
-            r_rns = fs.sample(model, method="rns-rmhmc", n_draws=a.draws * 3, n_warmup=a.warmup,
+            r_rns = fs.sample(model, method="rns-rmhmc", training="states", n_draws=a.draws * 3, n_warmup=a.warmup,
                               chains=1, seed=3, progress=False, rm_step_size=eps, rm_n_steps=L,
                               step_size=heps, n_steps=hL, adapt=False, n_hidden=s, init=[qs],
                               test_metric=tm, no_regret=False, explore=a.explore,

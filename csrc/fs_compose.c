@@ -60,20 +60,48 @@ int fs_weighted_sum_eval(void *state, const double *q, double *value, double *gr
     return status;
 }
 
+/* Keeps stored rows 0, 2, 4, ... (stream indices that are multiples of
+ * 2 * every) in place, in order, and doubles `every`. */
+static void decimate(fs_recorder *st, int d)
+{
+    long i, k = 0;
+    for (i = 0; i < st->count; i += 2, k++) {
+        if (i == k) continue;
+        memcpy(st->q_buf + (size_t)k * (size_t)d, st->q_buf + (size_t)i * (size_t)d,
+               sizeof(double) * (size_t)d);
+        memcpy(st->g_buf + (size_t)k * (size_t)d, st->g_buf + (size_t)i * (size_t)d,
+               sizeof(double) * (size_t)d);
+        st->u_buf[k] = st->u_buf[i];
+    }
+    st->count = k;
+    st->every *= 2;
+}
+
 int fs_recorder_eval(void *state, const double *q, double *value, double *grad)
 {
     fs_recorder *st = (fs_recorder *)state;
     const int d = st->inner.dim;
     double u = NAN;
-    int j, finite, status;
+    int j, finite, status, stores, want_u, cand, full;
 
-    status = st->inner.eval(st->inner.state, q, (value != NULL) ? &u : NULL, grad);
+    if (grad == NULL || !st->active)
+        return st->inner.eval(st->inner.state, q, value, grad);
+    /* a counted point whose index is a multiple of `every` is stored; when
+     * the buffers are full it first halves them (decimate) and is stored
+     * only if it is a multiple of the doubled `every` too */
+    full = st->count >= st->capacity;
+    cand = (st->seen % st->every == 0) && (!full || (st->decimate && st->capacity >= 2));
+    stores = cand && (!full || st->seen % (2 * st->every) == 0);
+    want_u = (value != NULL) || (stores && st->need_value);
+    status = st->inner.eval(st->inner.state, q, want_u ? &u : NULL, grad);
     if (value != NULL) *value = u;
-    if (status != FS_OK || grad == NULL || !st->active) return status;
-    finite = (value == NULL) || fs_isfinite(u);
+    if (status != FS_OK) return status;
+    finite = !want_u || fs_isfinite(u);
     for (j = 0; j < d && finite; j++) finite = fs_isfinite(grad[j]);
     if (!finite) return status;
-    if (st->seen++ % st->every != 0 || st->count >= st->capacity) return status;
+    if (cand && full) decimate(st, d);
+    st->seen++;
+    if (!stores) return status;
     memcpy(st->q_buf + (size_t)st->count * (size_t)d, q, sizeof(double) * (size_t)d);
     memcpy(st->g_buf + (size_t)st->count * (size_t)d, grad, sizeof(double) * (size_t)d);
     st->u_buf[st->count] = u;

@@ -9,7 +9,13 @@
  * fs_recorder: evaluates an inner potential and stores every (q, grad U(q))
  *   it is asked for (and U(q) when that was computed too), up to a capacity.
  *   Driving a chain's leapfrog with a recorder collects the training set of
- *   NNgHMC: one point per leapfrog step.  NOT thread-safe (one per chain).
+ *   NNgHMC: one point per leapfrog step, and RNS-HMC's (q, U) points along
+ *   its exploration's trajectories.  With `decimate`, a full recorder keeps
+ *   every other stored point and doubles `every`, so the stored points stay
+ *   evenly spread over the whole stream in bounded memory (the points kept
+ *   are those whose index in the stream of counted points is a multiple of
+ *   `every`, whatever the capacity's history).  NOT thread-safe (one per
+ *   chain).
  *
  * Plain C99, no Python.h.
  */
@@ -45,6 +51,9 @@ typedef struct fs_recorder {
     long seen;         /* gradient evaluations made (stored or not)            */
     long every;        /* store one gradient evaluation in `every` (>= 1)      */
     int active;        /* 0: pass through without storing                      */
+    int decimate;      /* 1: when full, keep every other point, double `every`  */
+    int need_value;    /* 1: U with every stored point (asked of the inner
+                          potential when the caller wanted the gradient only) */
     double *q_buf;     /* capacity * dim                                       */
     double *g_buf;     /* capacity * dim                                       */
     double *u_buf;     /* capacity: U at the point, NaN when it was not asked   */
@@ -52,7 +61,11 @@ typedef struct fs_recorder {
 
 /* Evaluates the inner potential; when a gradient was asked for, the result
  * is finite and the recorder is active, the point is counted in `seen` and
- * every `every`-th one is stored while count < capacity. */
+ * every `every`-th one is stored while count < capacity (with decimate:
+ * always, halving the stored set first when it is full; capacity must then
+ * be >= 2).  With need_value, U is computed at a point to be stored even
+ * when the caller asked for the gradient only (once per stored point), and
+ * the point is counted only if U is finite too. */
 int fs_recorder_eval(void *state, const double *q, double *value, double *grad);
 
 #ifdef __cplusplus

@@ -54,6 +54,10 @@ SAMPLERS = {
     "hmc": (fs.HMC, dict(n_steps=5), 200, 150),
     "nuts": (fs.NUTS, dict(max_tree_depth=5), 150, 100),
     "rns-hmc": (fs.RNSHMC, dict(n_hidden=30, n_steps=5, guard=0.5, guard_window=40), 150, 150),
+    # the exploration's trajectory points, recorded and decimated (capacity
+    # 20 per chain at d = 3; 75 x 5 points each)
+    "rns-hmc-trajectory": (fs.RNSHMC, dict(n_hidden=30, n_steps=5, guard=None,
+                                           training="trajectory"), 150, 150),
     "arns-hmc": (fs.ARNSHMC, dict(n_hidden=30, n_start=60, n_steps=5, update_every=10),
                  150, 150),
     "arns-hmc-greville": (fs.ARNSHMC, dict(n_hidden=20, n_start=60, n_steps=5, update_every=10,

@@ -136,3 +136,46 @@ def test_recorder_collects_one_point_per_leapfrog_step():
     Q, G, _ = rec.points()
     np.testing.assert_allclose(G, Q, rtol=1e-15)
     assert res.draws.shape == (1, 50, d)
+
+
+@pytest.mark.parametrize("capacity", [2, 3, 5, 8])
+def test_recorder_decimation_keeps_an_even_spread(capacity):
+    # a full decimating recorder keeps every other point and doubles `every`:
+    # the stored points are the counted evaluations whose index is a
+    # multiple of the current `every`, in order, whatever the capacity
+    g = models.Gaussian(np.zeros(2), np.eye(2))
+    rec = fs.RecordingPotential(g, capacity, decimate=True, need_value=True)
+    for i in range(61):
+        q = np.array([float(i), 1.0])
+        if i % 7 == 3:
+            rec.grad(q)                  # gradient only: U computed if it is stored
+        elif i % 11 == 5:
+            rec.value(q)                 # value only: passes through, not counted
+        else:
+            rec.value_and_grad(q)
+    counted = np.array([float(i) for i in range(61) if i % 7 == 3 or i % 11 != 5])
+    Q, G, U = rec.points()
+    assert rec.n_seen == counted.size
+    want = counted[::rec.every]
+    np.testing.assert_array_equal(Q[:, 0], want)
+    assert capacity // 2 <= rec.n_stored <= capacity
+    np.testing.assert_array_equal(U, 0.5 * (want ** 2 + 1.0))
+    np.testing.assert_array_equal(G, np.stack([want, np.ones_like(want)], axis=1))
+    # the state pickles (every and the flags included) and goes on the same way
+    r2 = pickle.loads(pickle.dumps(rec))
+    assert (r2.every, r2.decimate, r2.need_value) == (rec.every, True, True)
+    for r in (rec, r2):
+        for i in range(61, 140):
+            r.value_and_grad(np.array([float(i), 1.0]))
+    np.testing.assert_array_equal(rec.points()[0], r2.points()[0])
+    with pytest.raises(ValueError, match="capacity >= 2"):
+        fs.RecordingPotential(g, 1, decimate=True)
+
+
+def test_recorder_without_decimation_stops_at_capacity():
+    g = models.Gaussian(np.zeros(2), np.eye(2))
+    rec = fs.RecordingPotential(g, 4)
+    for i in range(10):
+        rec.value_and_grad(np.array([float(i), 0.0]))
+    np.testing.assert_array_equal(rec.points()[0][:, 0], [0.0, 1.0, 2.0, 3.0])
+    assert rec.every == 1 and rec.n_seen == 10

@@ -34,6 +34,7 @@ def logistic():
     ("rns-hmc", dict(n_hidden=300)),
     ("rns-hmc", dict(n_hidden=300, delayed_acceptance=True, training="accepted")),
     ("rns-hmc", dict(n_hidden=300, base="laplace")),
+    ("rns-hmc", dict(n_hidden=300, training="trajectory")),
     ("arns-hmc", dict(n_hidden=200, n_start=200)),
     ("arns-hmc", dict(n_hidden=200, n_start=200, max_points=600)),
 ])
@@ -65,6 +66,15 @@ def test_surrogate_samplers_match_exact_hmc_on_logistic(logistic, method, kw):
             assert res.info["switch_iterations"][k][-1] == stop
             it, sec = res.info["sample_clock"][k].T
             assert it[-1] == 4000 and np.all(np.diff(it) > 0) and np.all(np.diff(sec) >= 0)
+    if kw.get("training") == "trajectory":
+        ts = res.info["training_set"]
+        # every point of the exploration's trajectories from train_from on
+        # (HMC: L per iteration), thinned to between 2 and 4 times the
+        # quadratic count (45 at d = 8) pooled over the 4 chains
+        assert ts["kind"] == "trajectory" and ts["n_evaluated"] > 4 * 800 * 3
+        assert 2 * 45 <= ts["n_recorded"] <= 4 * 45 + 4
+        assert res.info["n_train"] == ts["n_recorded"] - ts["n_far_out"]
+        assert ts["n_far_out"] < 0.05 * ts["n_recorded"]
     if kw.get("delayed_acceptance"):
         assert res.info["exact_evaluations_saved"] > 0
         assert res.info["exact_evaluations"] + res.info["exact_evaluations_saved"] == 4 * 4000
@@ -138,6 +148,10 @@ def test_rns_argument_errors():
         fs.RNSHMC(model, activation="relu")
     with pytest.raises(ValueError, match="training"):
         fs.RNSHMC(model, training="all")
+    with pytest.raises(ValueError, match="n_hidden"):
+        fs.RNSHMC(model, n_hidden="many")
+    with pytest.raises(ValueError, match="n_hidden"):
+        fs.RNSHMC(model, n_hidden=0)
     with pytest.raises(ValueError, match="guard"):
         fs.RNSHMC(model, guard=1.5)
     with pytest.raises(ValueError, match="dim"):
@@ -198,12 +212,17 @@ def test_few_training_points_for_the_dimension_warn():
     m = fs.models.LogisticRegression(X, y)
     kw = dict(n_draws=20, chains=1, seed=1, progress=False, no_regret=False, n_hidden=200)
     with pytest.warns(UserWarning, match="100 training points, fewer than the 231 coefficients"):
-        res = fs.sample(m, method="rns-hmc", n_warmup=200, **kw)
+        res = fs.sample(m, method="rns-hmc", n_warmup=200, training="states", **kw)
     assert res.info["n_train"] == 100
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        res = fs.sample(m, method="rns-hmc", n_warmup=500, **kw)
+        res = fs.sample(m, method="rns-hmc", n_warmup=500, training="states", **kw)
         assert res.info["n_train"] == 250
+        # the default ("auto") trains on the trajectory points when the
+        # states are fewer than twice the count
+        res = fs.sample(m, method="rns-hmc", n_warmup=200, **kw)
+        assert res.info["training_set"]["kind"] == "trajectory"
+        assert res.info["n_train"] >= 2 * 231
         # a Gaussian base carries the curvature: no warning
         fs.sample(m, method="rns-hmc", n_warmup=200, base="laplace", **kw)
     # an active subspace of k inputs needs (k + 1)(k + 2) / 2
@@ -213,3 +232,59 @@ def test_few_training_points_for_the_dimension_warn():
     with pytest.warns(UserWarning, match="9 training points, fewer than the 10 coefficients "
                                          "of a quadratic in 3 variables"):
         warn_few_training_points("rns-hmc", 9, 50, subspace=3)
+
+
+def test_trajectory_training_fits_what_too_few_states_cannot():
+    # d = 20 (a quadratic has 231 coefficients), 160 exploration states
+    # after train_from: fitted to the states the network's gradient is far
+    # off; fitted to the points of their trajectories it is close
+    X, y, _ = fs.datasets.simulate_logistic(5000, 20, seed=2)
+    m = fs.models.LogisticRegression(X, y, prior_sd=10.0)
+    kw = dict(n_draws=300, n_warmup=320, chains=1, seed=3, progress=False, no_regret=False,
+              explore="nuts", guard=None, train_from=0.5)
+    with pytest.warns(UserWarning, match="160 training points"):
+        states = fs.sample(m, method="rns-hmc", training="states", **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        traj = fs.sample(m, method="rns-hmc", **kw)
+    ts = traj.info["training_set"]
+    assert ts["kind"] == "trajectory" and ts["n_states"] == 160
+    assert ts["n_evaluated"] > 3 * 160 and 2 * 231 <= traj.info["n_train"] <= 4 * 231
+    # the same exploration either way (the recorder passes evaluations through)
+    assert np.array_equal(states.warmup_draws, traj.warmup_draws)
+
+    def grad_error(res):
+        qs = res.draws[0, ::10]
+        e = np.array([res.surrogate.grad(q) - m.grad(q) for q in qs])
+        return np.median(np.linalg.norm(e, axis=1) / np.linalg.norm(
+            [m.grad(q) - m.grad(qs.mean(axis=0)) for q in qs], axis=1))
+
+    e_states, e_traj = grad_error(states), grad_error(traj)
+    assert e_traj < 0.25 * e_states, (e_traj, e_states)
+    assert traj.acceptance_rate.mean() > states.acceptance_rate.mean()
+
+
+def test_auto_training_takes_the_states_when_they_are_enough():
+    # d = 3 (count 10): 2 x 100 states are plenty; "auto" is the paper's
+    # training on the states, bit for bit, with no recorder in the chain
+    X, y, _ = fs.datasets.simulate_logistic(500, 3, seed=2)
+    m = fs.models.LogisticRegression(X, y, prior_sd=10.0)
+    kw = dict(n_draws=100, n_warmup=200, chains=2, seed=3, progress=False, no_regret=False,
+              n_hidden=50)
+    a = fs.sample(m, method="rns-hmc", **kw)
+    b = fs.sample(m, method="rns-hmc", training="states", **kw)
+    assert a.info["training_set"] == {"setting": "auto", "kind": "states", "n_states": 200}
+    assert np.array_equal(a.draws, b.draws) and a.info["n_train"] == b.info["n_train"] == 200
+    # a base carries the curvature: the states, even when few
+    c = fs.sample(m, method="rns-hmc", base="laplace", **dict(kw, n_warmup=20))
+    assert c.info["training_set"]["kind"] == "states" and c.info["n_train"] == 20
+
+
+def test_auto_hidden_units():
+    from fastsurrogate.samplers.rns_hmc import auto_hidden, quadratic_count
+    assert quadratic_count(50) == 1326 and quadratic_count(50, 3) == 10
+    assert [auto_hidden(d) for d in (1, 20, 35, 36, 50, 100)] == [1000, 1000, 1000, 1055,
+                                                                  1989, 4000]
+    assert auto_hidden(100, subspace=20) == 1000
+    assert fs.RNSHMC(fs.models.StandardNormal(50)).n_hidden == 1989
+    assert fs.RNSHMC(fs.models.StandardNormal(50), n_hidden=300).n_hidden == 300

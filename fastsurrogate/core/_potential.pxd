@@ -43,6 +43,8 @@ cdef extern from "fs_compose.h" nogil:
         long seen
         long every
         int active
+        int decimate
+        int need_value
         double *q_buf
         double *g_buf
         double *u_buf

@@ -570,6 +570,17 @@ cdef class RecordingPotential(Potential):
         :attr:`n_seen` but not stored.
     every : int
         Store one gradient evaluation in ``every`` (thinning), default 1.
+    decimate : bool
+        When the buffers are full, keep every other stored point and double
+        ``every`` (instead of storing nothing more): the stored points stay
+        evenly spread over everything evaluated, in bounded memory.  The
+        points kept are those whose index among the counted evaluations is a
+        multiple of the current :attr:`every`.  Needs ``capacity >= 2``.
+    need_value : bool
+        Store U(q) with every stored point: a point to be stored whose
+        evaluation asked for the gradient only gets U computed too (once
+        per stored point: HMC's leapfrog asks for gradients only), and is
+        counted only if U is finite.
     """
 
     cdef fs_recorder st
@@ -578,13 +589,16 @@ cdef class RecordingPotential(Potential):
     cdef cnp.ndarray _g
     cdef cnp.ndarray _u
 
-    def __init__(self, Potential potential not None, capacity, every=1):
+    def __init__(self, Potential potential not None, capacity, every=1, decimate=False,
+                 need_value=False):
         if potential.pot.eval == NULL:
             raise TypeError(f"{type(potential).__name__} is not initialised")
         if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
             raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
         if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
             raise ValueError(f"every must be a positive integer, got {every!r}")
+        if decimate and capacity < 2:
+            raise ValueError(f"decimate needs capacity >= 2, got {capacity}")
         d = potential.pot.dim
         self.potential = potential
         self._q = np.empty((capacity, d))
@@ -596,6 +610,8 @@ cdef class RecordingPotential(Potential):
         self.st.seen = 0
         self.st.every = every
         self.st.active = 1
+        self.st.decimate = 1 if decimate else 0
+        self.st.need_value = 1 if need_value else 0
         self.st.q_buf = <double *>cnp.PyArray_DATA(self._q)
         self.st.g_buf = <double *>cnp.PyArray_DATA(self._g)
         self.st.u_buf = <double *>cnp.PyArray_DATA(self._u)
@@ -627,6 +643,20 @@ cdef class RecordingPotential(Potential):
         return self.st.capacity
 
     @property
+    def every(self):
+        """One counted evaluation in ``every`` is stored (doubles at each
+        decimation)."""
+        return self.st.every
+
+    @property
+    def decimate(self):
+        return bool(self.st.decimate)
+
+    @property
+    def need_value(self):
+        return bool(self.st.need_value)
+
+    @property
     def active(self):
         """Whether evaluations are recorded (set False to pass through)."""
         return bool(self.st.active)
@@ -651,16 +681,21 @@ cdef class RecordingPotential(Potential):
         return (_rebuild_recorder, (self.potential, self.st.capacity, self.st.every,
                                     self._q[:self.st.count].copy(), self._g[:self.st.count].copy(),
                                     self._u[:self.st.count].copy(), self.st.seen,
-                                    bool(self.st.active)))
+                                    bool(self.st.active), bool(self.st.decimate),
+                                    bool(self.st.need_value)))
 
-    def _restore(self, Q, G, U, long seen, bint active):
+    def _restore(self, Q, G, U, long seen, bint active, every=None):
         cdef long n = Q.shape[0]
+        if n > self.st.capacity:
+            raise ValueError(f"{n} points do not fit the capacity {self.st.capacity}")
         self._q[:n] = Q
         self._g[:n] = G
         self._u[:n] = U
         self.st.count = n
         self.st.seen = seen
         self.st.active = active
+        if every is not None:
+            self.st.every = every
 
     def clear(self):
         """Forget the stored points (and reset :attr:`n_seen`)."""
@@ -672,7 +707,8 @@ cdef class RecordingPotential(Potential):
                 f"{self.st.capacity} of {type(self.potential).__name__}>")
 
 
-def _rebuild_recorder(potential, capacity, every, Q, G, U, seen, active):
-    r = RecordingPotential(potential, capacity, every)
+def _rebuild_recorder(potential, capacity, every, Q, G, U, seen, active, decimate=False,
+                      need_value=False):
+    r = RecordingPotential(potential, capacity, every, decimate, need_value)
     r._restore(Q, G, U, seen, active)
     return r

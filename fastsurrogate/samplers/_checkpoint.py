@@ -186,7 +186,8 @@ def _state_of(obj, full):
     if kind == "RandomNetwork":
         return {"out_bias": float(obj.out_bias)}, {"v": obj.output_weights}
     if kind == "RecordingPotential":
-        sc = {"count": int(obj.n_stored), "seen": int(obj.n_seen), "active": bool(obj.active)}
+        sc = {"count": int(obj.n_stored), "seen": int(obj.n_seen), "active": bool(obj.active),
+              "every": int(obj.every)}
         if not full:
             return sc, {}
         Q, G, U = obj.points()
@@ -207,7 +208,13 @@ def _restore(obj, sc, arr):
         obj.out_bias = sc["out_bias"]
     elif kind == "RecordingPotential":
         n = sc["count"]
-        obj._restore(arr["Q"][:n], arr["G"][:n], arr["U"][:n], sc["seen"], sc["active"])
+        # a decimating recorder's rows are not a prefix of a later state's:
+        # restored whole only at the snapshot (its count and every match
+        # the arrays); at an earlier span end, rows beyond the snapshot's
+        # are not there and nothing reads them before the snapshot's restore
+        n = min(n, arr["Q"].shape[0])
+        obj._restore(arr["Q"][:n], arr["G"][:n], arr["U"][:n], sc["seen"], sc["active"],
+                     sc.get("every"))
     elif kind == "OnlineOutputLayer":
         obj.n_seen, obj.n_resolves, obj._since = sc["n_seen"], sc["n_resolves"], sc["since"]
 

@@ -82,7 +82,8 @@ class ARNSHMC(RNSHMC):
         proposals and its states repeat, so they carry little new
         information; the proposals fall exactly where the surrogate is wrong.
     **options
-        n_hidden, activation, standardize, delayed_acceptance, no_regret,
+        n_hidden (default 1000, the paper's: not RNS-HMC's "auto"),
+        activation, standardize, delayed_acceptance, no_regret,
         trial_length, explore and the HMC options, as for :class:`RNSHMC`.
         With ``no_regret`` on (the default) each chain decides on its own: the cost
         check after its exploration, then a trial of ``trial_length``
@@ -107,6 +108,9 @@ class ARNSHMC(RNSHMC):
         # the online phase collapse there)
         options.setdefault("input_scale", 0.5)
         options.setdefault("ridge", 1e-8)
+        # its online updates cost O(s^2) per point and its start set is
+        # n_start points: the paper's s, not RNS-HMC's "auto"
+        options.setdefault("n_hidden", 1000)
         super().__init__(potential, **options)
         if self.transitions is not None and max_points is None:
             raise ValueError("transitions need a fixed surrogate: set max_points (the online "

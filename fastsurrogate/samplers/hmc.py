@@ -91,27 +91,30 @@ class HMC(Sampler):
                      random_n_steps=random_n_steps, inv_metric=self._initial_inv_metric(),
                      max_energy_error=self.max_energy_error, **kw)
 
-    def warmup(self, chain, trace, ctx, n_warmup, key="warmup", offset=0):
+    def warmup(self, chain, trace, ctx, n_warmup, key="warmup", offset=0, span=None):
         """Run n_warmup iterations into rows offset .. offset + n_warmup of
-        `trace`, adapting when self.adapt (Stan's windows within them)."""
+        `trace`, adapting when self.adapt (Stan's windows within them).
+        ``span(chain, trace, a, b, key)`` runs rows a..b-1 and returns the row
+        reached (default ``ctx.run_span``)."""
+        span = ctx.run_span if span is None else span
         if not self.adapt or n_warmup == 0:
-            ctx.run_span(chain, trace, offset, offset + n_warmup, key)
+            span(chain, trace, offset, offset + n_warmup, key)
             return
         if self.step_size is None:
             chain.find_step_size()
         chain.start_adaptation(self.target_accept)
         adapt_metric = isinstance(self.metric, str) and self.metric != "unit"
         first, ends = warmup_windows(n_warmup) if adapt_metric else (n_warmup, [])
-        i = ctx.run_span(chain, trace, offset, offset + (first if ends else n_warmup), key)
+        i = span(chain, trace, offset, offset + (first if ends else n_warmup), key)
         start = offset + first
         for end in ends:
-            i = ctx.run_span(chain, trace, i, offset + end, key)
+            i = span(chain, trace, i, offset + end, key)
             chain.set_inv_metric(regularized_metric(trace["draws"][start:offset + end],
                                                     self.metric))
             chain.find_step_size()
             chain.start_adaptation(self.target_accept)
             start = offset + end
-        ctx.run_span(chain, trace, i, offset + n_warmup, key)
+        span(chain, trace, i, offset + n_warmup, key)
         chain.finish_adaptation()
 
     # -- the algorithm -----------------------------------------------------------

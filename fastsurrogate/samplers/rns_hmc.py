@@ -3,9 +3,11 @@ Zhao 2017, Algorithm 3), with an exact Metropolis test.
 
 Phases
 ------
-1. explore: exact HMC (warm-up adaptation first, when ``adapt``); the
-   states after the warming-up period, with their exact U, are the
-   training set (pooled over chains).
+1. explore: exact HMC or NUTS (warm-up adaptation first, when ``adapt``);
+   the states after the warming-up period, with their exact U, are the
+   training set (pooled over chains); when they are too few for the
+   dimension, every point their trajectories evaluated is
+   (``training="auto"``).
 2. train: a random-basis network is fitted to (q, U(q)) by ridge least
    squares (Algorithm 2).
 3. exploit: the leapfrog uses the network's gradient; the Metropolis test
@@ -25,7 +27,7 @@ import warnings
 import numpy as np
 
 from ..core._hmc import Chain, new_trace
-from ..core._potential import WeightedSum
+from ..core._potential import RecordingPotential, WeightedSum
 from ..models._models import Gaussian
 from ..surrogates.laplace import laplace_approximation
 from ..surrogates.random_network import train_random_network
@@ -36,7 +38,7 @@ from ._transitions import check_transitions, tune_transitions, transition_chain
 from . import _noregret
 from .hmc import HMC
 
-__all__ = ["RNSHMC", "surrogate_seed"]
+__all__ = ["RNSHMC", "surrogate_seed", "auto_hidden", "quadratic_count"]
 
 
 def _auto_or_number(name, value, minimum):
@@ -67,8 +69,12 @@ class RNSHMC(HMC):
     ----------
     potential : Potential
         The exact target.
-    n_hidden : int
-        Hidden units s of the random network.
+    n_hidden : int or "auto"
+        Hidden units s of the random network.  "auto" (default): 1000, or
+        1.5 times the coefficients of a quadratic in the network's k inputs,
+        1.5 (k + 1)(k + 2) / 2 rounded up, when that is more (k > 35), at
+        most 4000
+        (:func:`auto_hidden`; k = dim, or ``subspace``).
     activation : {"softplus", "sigmoid", "tanh", "rbf"}
     ridge : float or "auto"
         Relative ridge parameter of the output least squares ("auto": chosen
@@ -82,9 +88,28 @@ class RNSHMC(HMC):
         Spread of the standardised inputs seen by the nodes ("auto": chosen
         with the ridge on held-out exploration states; see
         :func:`fastsurrogate.surrogates.train_random_network`).
-    training : {"states", "accepted"}
-        Train on every exploration state (the authors' code) or on the
-        accepted proposals only (the paper's Algorithm 3).
+    training : {"auto", "states", "accepted", "trajectory"}
+        Train on every exploration state (the authors' code), on the
+        accepted proposals only (the paper's Algorithm 3), or on every point
+        the exploration's trajectories evaluated from iteration
+        ``train_from`` on (the adaptation's later iterations included: U is
+        exact wherever a trajectory went; NUTS computes U and its gradient
+        at its 2^depth - 1 points per iteration, HMC at L, U then computed
+        only at the points kept).  Not in the paper: a network fitted to U values needs more
+        points than a quadratic in its k inputs has coefficients,
+        (k + 1)(k + 2) / 2, and the states alone are often fewer (1326 at
+        d = 50, where the default exploration keeps 500 states).  The
+        trajectory points are evenly thinned to at most 4 times that count
+        (at least 2 times, or all when fewer), and points with U above the
+        highest state's U plus dim + 20 (far beyond any kinetic energy the
+        trajectories start with: a diverging trajectory's) are left out.
+        "auto" (default): "trajectory" when the states after ``train_from``
+        (pooled over chains) are fewer than twice the count and the network
+        is fitted to U itself (no ``base``), else "states": runs with
+        enough states train as the paper does.  ``info["training_set"]``
+        says which was used ("kind") and the counts (states; with
+        trajectories the points evaluated, recorded and left out, and each
+        chain's final thinning ``every``).
     train_from : float or int
         Exploration iterations discarded before training data are taken
         (a fraction of ``n_warmup`` when < 1).  At least the adaptation part.
@@ -188,8 +213,8 @@ class RNSHMC(HMC):
 
     method = "rns-hmc"
 
-    def __init__(self, potential, *, n_hidden=1000, activation="softplus", ridge="auto",
-                 standardize=True, input_scale="auto", training="states", train_from=0.2,
+    def __init__(self, potential, *, n_hidden="auto", activation="softplus", ridge="auto",
+                 standardize=True, input_scale="auto", training="auto", train_from=0.2,
                  delayed_acceptance=False, guard=0.5, guard_window=200,
                  guard_action="retrain", surrogate=None, base=None, transitions=None,
                  inner="hmc", explore=None, max_tree_depth=10, no_regret=None,
@@ -205,7 +230,10 @@ class RNSHMC(HMC):
         if self.transitions is not None and delayed_acceptance:
             raise ValueError("delayed_acceptance does not apply with transitions: the exact "
                              "test already comes once per k surrogate transitions")
-        self.n_hidden = check_int("n_hidden", n_hidden, 1)
+        self._n_hidden_auto = isinstance(n_hidden, str)
+        if self._n_hidden_auto and n_hidden != "auto":
+            raise ValueError(f'n_hidden must be a positive integer or "auto", got {n_hidden!r}')
+        self.n_hidden = n_hidden if self._n_hidden_auto else check_int("n_hidden", n_hidden, 1)
         if activation not in ("softplus", "sigmoid", "tanh", "rbf"):
             raise ValueError(f"activation must be softplus, sigmoid, tanh or rbf; got {activation!r}")
         self.activation = activation
@@ -214,8 +242,9 @@ class RNSHMC(HMC):
             raise ValueError(f'standardize must be True, False or "whiten", got {standardize!r}')
         self.standardize = standardize
         self.input_scale = _auto_or_number("input_scale", input_scale, minimum=None)
-        if training not in ("states", "accepted"):
-            raise ValueError(f"training must be 'states' or 'accepted', got {training!r}")
+        if training not in ("auto", "states", "accepted", "trajectory"):
+            raise ValueError("training must be 'auto', 'states', 'accepted' or 'trajectory', "
+                             f"got {training!r}")
         self.training = training
         if isinstance(train_from, (bool, np.bool_)) or not isinstance(
                 train_from, (int, float, np.integer, np.floating)):
@@ -253,6 +282,8 @@ class RNSHMC(HMC):
                                  "activation='rbf' or standardize=False)")
         self.subspace = subspace
         self.subspace_points = check_int("subspace_points", subspace_points, 2)
+        if self._n_hidden_auto:
+            self.n_hidden = auto_hidden(potential.dim, subspace)
         self._subspace_info = None
 
     # -- the algorithm -----------------------------------------------------------
@@ -334,9 +365,17 @@ class RNSHMC(HMC):
         (basis seed, Q, U): the training set pooled over the chains."""
         run.start()
         seed = surrogate_seed(run.generators[0])
-        run.each_chain(self.explore, run.n_warmup, "explore")
         start = self._train_start(run.n_warmup)
+        self._record_capacity = self._trajectory_capacity(run, start)
+        run.each_chain(self.explore, run.n_warmup, "explore")
         Q, U = self.training_set([c.warm for c in run.ctxs], start)
+        if self._record_capacity:
+            Q, U = self.trajectory_set(run, U)
+        else:
+            kind = ("given" if self.surrogate is not None else
+                    "states" if self.training == "auto" else self.training)
+            run.info["training_set"] = {"setting": self.training, "kind": kind,
+                                        "n_states": int(Q.shape[0])}
         run.info["exploration_acceptance"] = [
             float(c.warm["accept_prob"][start:].mean()) if run.n_warmup > start else 1.0
             for c in run.ctxs]
@@ -350,15 +389,66 @@ class RNSHMC(HMC):
         start = int(tf * n_warmup) if tf < 1 else int(tf)
         return min(max(start, self._n_adapt(n_warmup)), max(n_warmup - 2, 0))
 
+    def _trajectory_capacity(self, run, start):
+        """Points each chain's recorder keeps (0: no recording): with
+        ``training`` "trajectory", or "auto" when the pooled states after
+        ``start`` are fewer than twice the quadratic count."""
+        if self.surrogate is not None or self.training in ("states", "accepted"):
+            return 0
+        need = quadratic_count(self.potential.dim, self.subspace)
+        if self.training == "auto" and (self.base is not None
+                                        or run.chains * (run.n_warmup - start) >= 2 * need):
+            return 0
+        # pooled: between 2 and 4 times the count after decimation, in at most
+        # 64 MB of recorded q and gradient per chain
+        per_chain = -(-4 * need // run.chains)
+        return int(max(16, min(per_chain, 2 ** 26 // (16 * self.potential.dim))))
+
+    def _record_span(self, ctx, chain, trace, a, b, key="warmup"):
+        """Rows a..b-1 of the exploration, the recorder on from row
+        ``ctx.record_from`` (split there); returns the row reached."""
+        rec = getattr(ctx, "recorder", None)
+        if rec is None:
+            return ctx.run_span(chain, trace, a, b, key)
+        if a < ctx.record_from < b:
+            rec.active = False
+            a = ctx.run_span(chain, trace, a, ctx.record_from, key)
+            if a < ctx.record_from:
+                return a
+        rec.active = a >= ctx.record_from
+        try:
+            return ctx.run_span(chain, trace, a, b, key)
+        finally:
+            rec.active = False
+
+    def _record_start(self, n_warmup):
+        """First exploration row whose trajectories are recorded: train_from
+        alone (the adaptation's later rows included: a trajectory point's U is
+        exact whatever the step size and metric that led there)."""
+        tf = self.train_from
+        start = int(tf * n_warmup) if tf < 1 else int(tf)
+        return min(start, max(n_warmup - 2, 0))
+
     def explore(self, ctx):
-        """Exact HMC: adaptation on the first half (when adapting), then fixed."""
-        ctx.chain = self.make_chain(ctx.q0, ctx.generator, **_noregret.explore_options(self))
+        """Exact HMC: adaptation on the first half (when adapting), then fixed.
+        With trajectory training, a recorder between the chain and the exact
+        U collects every point evaluated from the training start."""
         n_warmup = ctx.run.n_warmup
         n_adapt = self._n_adapt(n_warmup)
+        drive = {}
+        if getattr(self, "_record_capacity", 0):
+            ctx.recorder = ctx.track(RecordingPotential(
+                self.potential, self._record_capacity, decimate=True, need_value=True))
+            ctx.recorder.active = False
+            ctx.record_from = self._record_start(n_warmup)
+            drive = {"drive": ctx.recorder, "judge": ctx.recorder}
+        ctx.chain = self.make_chain(ctx.q0, ctx.generator, **drive,
+                                    **_noregret.explore_options(self))
+        span = lambda chain, trace, a, b, key: self._record_span(ctx, chain, trace, a, b, key)
         with ctx.phase("warmup"):
-            self.warmup(ctx.chain, ctx.warm, ctx, n_adapt, key="warmup")
+            self.warmup(ctx.chain, ctx.warm, ctx, n_adapt, key="warmup", span=span)
             if not self.no_regret:
-                ctx.run_span(ctx.chain, ctx.warm, n_adapt, n_warmup, "warmup")
+                self._record_span(ctx, ctx.chain, ctx.warm, n_adapt, n_warmup)
                 return
             # the last rows, timed: the exact rate the no-regret trial is measured
             # against; every row after the adaptation (at least trial_length):
@@ -366,17 +456,29 @@ class RNSHMC(HMC):
             # (posteriordb garch11: 5-95 % over windows 0.18-0.62, 500 rows
             # 0.30-0.59, the long run's 0.46)
             mid = max(min(n_warmup - self.trial_length, n_warmup // 2), n_adapt)
-            ctx.run_span(ctx.chain, ctx.warm, n_adapt, mid, "warmup")
+            self._record_span(ctx, ctx.chain, ctx.warm, n_adapt, mid)
+            if getattr(ctx, "recorder", None) is not None:
+                # (a record start inside the timed window: recorded from its start)
+                ctx.recorder.active = True
             if self.explore_with == "nuts":
                 # half the window NUTS, half exact HMC at NUTS's step size and
                 # metric: the rule measures against the better (_noregret.exact_windows)
                 ctx.chain = _noregret.exact_windows(ctx, ctx.chain, ctx.warm, mid, n_warmup,
                                                     "warmup", self._exact_hmc_options())
+                self._recorder_off(ctx)
                 return
             t0 = time.perf_counter()
             ctx.run_span(ctx.chain, ctx.warm, mid, n_warmup, "warmup")
             ctx.exact_rows = (mid, n_warmup, time.perf_counter() - t0)
             ctx.exact_chain = ctx.chain
+            self._recorder_off(ctx)
+
+    @staticmethod
+    def _recorder_off(ctx):
+        """The exploration's end: its chain goes on (a fallback continues it)
+        with the recorder passing evaluations through."""
+        if getattr(ctx, "recorder", None) is not None:
+            ctx.recorder.active = False
 
     # -- the no-regret decision (see fastsurrogate.samplers._noregret) ------------
     def _surrogate_steps(self, ctx=None):
@@ -508,6 +610,25 @@ class RNSHMC(HMC):
         ok = np.isfinite(U) & np.all(np.isfinite(Q), axis=1)
         return Q[ok], U[ok]
 
+    def trajectory_set(self, run, U_states):
+        """The training set from the exploration's recorded trajectory
+        points, pooled over chains: (Q, U); ``info["training_set"]`` records
+        the sizes.  Points with U above the highest state's U + dim + 20
+        (a diverging trajectory's) are left out."""
+        parts = [c.recorder.points() for c in run.ctxs]
+        Q = np.concatenate([p[0] for p in parts])
+        U = np.concatenate([p[2] for p in parts])
+        ok = np.isfinite(U) & np.all(np.isfinite(Q), axis=1)
+        n_recorded = int(ok.sum())
+        if U_states.size:
+            ok &= U <= float(np.max(U_states)) + self.potential.dim + 20.0
+        run.info["training_set"] = {
+            "setting": self.training, "kind": "trajectory", "n_states": int(U_states.size),
+            "n_evaluated": int(sum(c.recorder.n_seen for c in run.ctxs)),
+            "n_recorded": n_recorded, "n_far_out": n_recorded - int(ok.sum()),
+            "every": [int(c.recorder.every) for c in run.ctxs]}
+        return Q[ok], U[ok]
+
     def train(self, Q, U, seed, base=None, progress=None):
         """The surrogate fitted to (Q, U): the network, or base + network.
         ``progress(n_done, n_total)`` is called after each candidate fit."""
@@ -587,6 +708,26 @@ class RNSHMC(HMC):
                      delayed_acceptance=self.delayed_acceptance and drive is not self.potential)
 
 
+def quadratic_count(dim, subspace=None):
+    """(k + 1)(k + 2) / 2, the coefficients of a quadratic in the network's
+    k inputs (k = dim, or the active subspace's k)."""
+    k = dim if subspace is None or subspace >= dim else subspace
+    return (k + 1) * (k + 2) // 2
+
+
+def auto_hidden(dim, subspace=None):
+    """The default hidden-unit count s: 1000, or 1.5 times
+    :func:`quadratic_count` (rounded up) when that is more, at most 4000.
+
+    Measured on the simulated logistic regression (N = 100000, d = 50, count
+    1326), networks fitted to 3500 NUTS trajectory points, error of the
+    gradient in the posterior's metric at posterior draws: s = 1000 1.7
+    (RNS-HMC acceptance 0.49), s = 2000 0.09 (0.84).  At d <= 35 it is 1000,
+    the paper's default.
+    """
+    return int(min(4000, max(1000, (3 * quadratic_count(dim, subspace) + 1) // 2)))
+
+
 def warn_few_training_points(method, n_train, dim, subspace=None):
     """Warn when a network fitted to U values alone has fewer training points
     than a quadratic in its k inputs has coefficients, (k + 1)(k + 2) / 2.
@@ -607,7 +748,7 @@ def warn_few_training_points(method, n_train, dim, subspace=None):
     fall back to the exact sampler.
     """
     k = dim if subspace is None or subspace >= dim else subspace
-    need = (k + 1) * (k + 2) // 2
+    need = quadratic_count(dim, subspace)
     if n_train < need:
         warnings.warn(
             f"{method}: the network is fitted to {n_train} training points, fewer than the "
@@ -615,7 +756,8 @@ def warn_few_training_points(method, n_train, dim, subspace=None):
             f"Fitted to U values alone it then gets U's curvature wrong (its gradient and "
             f"Hessian), and the surrogate chain mixes slowly or the no-regret rule falls back "
             f"to the exact sampler. Explore longer (n_warmup; training takes each chain's "
-            f"states after train_from), run more chains (their states are pooled), or fit "
+            f"states after train_from), run more chains (their states are pooled), train on "
+            f'every point of the exploration\'s trajectories (training="trajectory"), or fit '
             f'the network to U minus a Gaussian base (base="laplace").',
             UserWarning, stacklevel=2)
 
