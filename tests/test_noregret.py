@@ -242,7 +242,23 @@ def test_a_switch_is_confirmed_over_the_exact_window_s_time():
     assert nr.extend_trial(m, 1, switch=True)                  # confirm on a longer window
     assert not nr.extend_trial(m, nr.MAX_TRIAL_ROUNDS, switch=True)
     assert not nr.extend_trial(dict(m, trial_seconds=1.0), 1, switch=True)
-    assert not nr.extend_trial(dict(m, reason="trial: rate below"), 1)   # fallback is final
+    # a clear miss is final at once; a near miss (within 1 / NEAR_MISS of the
+    # bar) is confirmed on a longer window, as a switch is
+    bar = nr.SWITCH_FACTOR
+    assert not nr.extend_trial(dict(m, reason="trial: rate below", ratio=0.3 * bar), 1)
+    assert not nr.extend_trial(dict(m, reason="trial: rate below", ratio=0.9 * bar,
+                                    whole_run_ratio=0.45 * bar), 1)
+    assert nr.extend_trial(dict(m, reason="trial: rate below", ratio=0.9 * bar), 1)
+    assert nr.extend_trial(dict(m, reason="trial: rate below", ratio=0.1,
+                                whole_run_ratio=nr.NEAR_MISS * bar), 1)
+    assert not nr.extend_trial(dict(m, reason="trial: rate below", ratio=float("nan")), 1)
+    assert not nr.extend_trial(dict(m, reason="trial: rate below", ratio=0.9 * bar),
+                               nr.MAX_TRIAL_ROUNDS)
+    assert not nr.extend_trial(dict(m, reason="trial: rate below", ratio=0.9 * bar,
+                                    trial_seconds=1.0), 1)
+    # a failed acceptance check is final whatever the rate
+    assert not nr.extend_trial(dict(m, reason="trial: the surrogate's acceptance 0.2 is "
+                                              "below", ratio=5.0), 1)
     assert nr.extend_trial(dict(m, reason="trial: 3 effective samples ..."), 1)
 
 

@@ -219,7 +219,7 @@ def test_few_training_points_for_the_dimension_warn():
         res = fs.sample(m, method="rns-hmc", n_warmup=500, training="states", **kw)
         assert res.info["n_train"] == 250
         # the default ("auto") trains on the trajectory points when the
-        # states are fewer than twice the count
+        # states are fewer than the count
         res = fs.sample(m, method="rns-hmc", n_warmup=200, **kw)
         assert res.info["training_set"]["kind"] == "trajectory"
         assert res.info["n_train"] >= 2 * 231

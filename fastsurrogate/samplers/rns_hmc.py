@@ -104,7 +104,8 @@ class RNSHMC(HMC):
         highest state's U plus dim + 20 (far beyond any kinetic energy the
         trajectories start with: a diverging trajectory's) are left out.
         "auto" (default): "trajectory" when the states after ``train_from``
-        (pooled over chains) are fewer than twice the count and the network
+        (pooled over chains) are fewer than the count (when the run warns
+        otherwise: :func:`warn_few_training_points`) and the network
         is fitted to U itself (no ``base``), else "states": runs with
         enough states train as the paper does.  ``info["training_set"]``
         says which was used ("kind") and the counts (states; with
@@ -392,12 +393,12 @@ class RNSHMC(HMC):
     def _trajectory_capacity(self, run, start):
         """Points each chain's recorder keeps (0: no recording): with
         ``training`` "trajectory", or "auto" when the pooled states after
-        ``start`` are fewer than twice the quadratic count."""
+        ``start`` are fewer than the quadratic count."""
         if self.surrogate is not None or self.training in ("states", "accepted"):
             return 0
         need = quadratic_count(self.potential.dim, self.subspace)
         if self.training == "auto" and (self.base is not None
-                                        or run.chains * (run.n_warmup - start) >= 2 * need):
+                                        or run.chains * (run.n_warmup - start) >= need):
             return 0
         # pooled: between 2 and 4 times the count after decimation, in at most
         # 64 MB of recorded q and gradient per chain
