@@ -776,3 +776,59 @@ def test_overlap_argument_checked():
         RMChain(net, M, None, None, np.zeros(3), np.random.default_rng(0), overlap="on")
     with pytest.raises(TypeError, match="overlap"):
         RMChain(net, M, None, None, np.zeros(3), np.random.default_rng(0), overlap=1)
+
+
+def _lag1(draws):
+    x = draws[0] - draws[0].mean(axis=0)
+    return float(np.mean([np.corrcoef(x[:-1, i], x[1:, i])[0, 1] for i in range(x.shape[1])]))
+
+
+def test_auto_steps_make_iterations_nearly_independent():
+    # with the Fisher metric the generalized leapfrog is a unit-frequency
+    # oscillator in whitened coordinates: lag-1 autocorrelation cos(t) for a
+    # trajectory of length t.  "auto" sets L = round(pi / step) (L drawn
+    # from 1..L: mean length about pi / 2, mean cos about 0); 3 steps of a
+    # small step leave the chain strongly autocorrelated
+    from fastsurrogate.samplers.rmhmc import auto_rm_steps
+    X, y, _ = fs.datasets.simulate_logistic(5000, 5, seed=4)
+    m = fs.models.LogisticRegression(X, y, prior_sd=10.0)
+    kw = dict(n_draws=800, n_warmup=300, chains=1, seed=5, progress=False, target_accept=0.97)
+    auto = fs.sample(m, method="rmhmc", **kw)
+    three = fs.sample(m, method="rmhmc", n_steps=3, **kw)
+    step = float(auto.step_size[0])
+    assert step == float(three.step_size[0]) and 0.2 < step < 0.8   # the same adaptation (at 3)
+    assert auto.info["n_steps"] == [auto_rm_steps(step)] and auto.info["n_steps"][0] >= 4
+    assert three.info["n_steps"] == [3]
+    # lag-1 autocorrelation, mean over the 5 coefficients: sd about 0.02
+    assert abs(_lag1(auto.draws)) < 0.25 and _lag1(three.draws) > 0.4
+    # the kept draws ran the auto L (drawn from 1..L)
+    assert auto.stats["n_steps"].max() == auto.info["n_steps"][0]
+    # a given step without adaptation: L set before the first iteration
+    fixed = fs.sample(m, method="rmhmc", step_size=0.5, adapt=False, n_draws=20, n_warmup=5,
+                      chains=1, seed=1, progress=False)
+    assert fixed.info["n_steps"] == [6] and fixed.warmup_stats["n_steps"].max() <= 6
+    assert auto_rm_steps(0.5, random_n_steps=False) == 3
+    assert auto_rm_steps(1e-6) == 64 and auto_rm_steps(10.0) == 1
+    # RNS-RMHMC: the Riemannian chain's L from its adapted step
+    rns = fs.sample(m, method="rns-rmhmc", n_draws=50, n_warmup=300, chains=1, seed=2,
+                    progress=False, n_hidden=200, no_regret=False)
+    assert rns.info["rm_n_steps"] == [auto_rm_steps(rns.info["rm_step_size"][0])]
+    assert rns.stats["n_steps"].max() <= rns.info["rm_n_steps"][0]
+
+
+def test_auto_steps_arguments_checked():
+    m = glm("logistic", n=200, d=3)
+    with pytest.raises(ValueError, match='n_steps must be a positive integer or "auto"'):
+        fs.RMHMC(m, n_steps="many")
+    with pytest.raises(ValueError, match='rm_n_steps must be a positive integer or "auto"'):
+        fs.RNSRMHMC(m, rm_n_steps="auto-ish")
+    with pytest.raises(ValueError, match="n_steps must be >= 1"):
+        fs.RMHMC(m, n_steps=0)
+    net, M = small_network(False)
+    chain = RMChain(net, M, None, None, np.zeros(3), np.random.default_rng(0))
+    chain.n_steps = 5
+    assert chain.n_steps == 5
+    with pytest.raises(ValueError, match="n_steps must be >= 1"):
+        chain.n_steps = 0
+    with pytest.raises(TypeError, match="n_steps must be an integer"):
+        chain.n_steps = 2.5

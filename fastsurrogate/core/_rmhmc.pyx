@@ -609,6 +609,14 @@ cdef class RMChain:
     def n_steps(self):
         return self.cfg.n_steps
 
+    @n_steps.setter
+    def n_steps(self, value):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"n_steps must be an integer, got {type(value).__name__}")
+        if value < 1:
+            raise ValueError(f"n_steps must be >= 1, got {value}")
+        self.cfg.n_steps = value
+
     @property
     def overlap(self):
         return ("auto" if self._ov_mode == 2 else bool(self._ov_mode))

@@ -66,7 +66,14 @@ class RMHMC(Sampler):
     step_size : float, optional
         With ``adapt``, the start of the dual averaging (Stan's heuristic when
         None); otherwise used as given (default 0.5).
-    n_steps : int
+    n_steps : int or "auto"
+        Generalized leapfrog steps per iteration (drawn from 1..n_steps
+        with ``random_n_steps``).  "auto" (default): 3 while the step size
+        adapts, then :func:`auto_rm_steps` of the step size (given or
+        adapted): a trajectory of about a quarter period in the metric's
+        units, pi / 2 (mean pi / 2 with ``random_n_steps``; where G is the
+        posterior's precision each iteration is then nearly an independent
+        draw).  ``info["n_steps"]`` lists each chain's.
     random_n_steps : bool
     adapt : bool
         Dual averaging of the step size over the warm-up.
@@ -91,13 +98,13 @@ class RMHMC(Sampler):
     remote_chains = False
     default_chains = 1
 
-    def __init__(self, potential, *, metric="fisher", step_size=None, n_steps=3,
+    def __init__(self, potential, *, metric="fisher", step_size=None, n_steps="auto",
                  random_n_steps=True, adapt=True, target_accept=0.8, max_energy_error=1000.0,
                  max_fixed_point=20, fixed_point_tol=1e-9):
         super().__init__(potential)
         self.metric = as_metric(metric, potential)
         self.step_size = check_positive("step_size", step_size, allow_none=True)
-        self.n_steps = check_int("n_steps", n_steps, 1)
+        self.n_steps = _auto_or_steps("n_steps", n_steps)
         self.random_n_steps = check_flag("random_n_steps", random_n_steps)
         self.adapt = check_flag("adapt", adapt)
         self.target_accept = check_number("target_accept", target_accept)
@@ -112,7 +119,7 @@ class RMHMC(Sampler):
         step = step_size if step_size is not None else (
             self.step_size if self.step_size is not None else (1.0 if self.adapt else 0.5))
         return rm_chain(self, drive, metric, judge, judge_metric, q0, generator, step,
-                        n_steps or self.n_steps)
+                        n_steps or _start_steps(self.n_steps))
 
     def rm_warmup(self, chain, trace, ctx, n, key="warmup", search=True):
         if not self.adapt or n == 0:
@@ -123,6 +130,7 @@ class RMHMC(Sampler):
     def phases(self, run):
         run.start()
         run.info["not_converged"] = 0
+        run.info["n_steps"] = [None] * run.chains
         run.each_chain(self.warmup_and_sample, run.n_warmup + run.n_draws, self.method,
                        parallel=False)
 
@@ -137,9 +145,13 @@ class RMHMC(Sampler):
         ctx.run.info["not_converged"] += ctx.chain.n_not_converged
 
     def _warmup_and_sample(self, ctx):
+        if not self.adapt:
+            set_auto_steps(ctx.chain, self.n_steps, self.random_n_steps)
         with ctx.phase("warmup"):
             self.rm_warmup(ctx.chain, ctx.warm, ctx, ctx.run.n_warmup,
                            search=self.step_size is None)
+        set_auto_steps(ctx.chain, self.n_steps, self.random_n_steps)
+        ctx.run.info["n_steps"][ctx.index] = ctx.chain.n_steps
         with ctx.phase("sample"):
             ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
 
@@ -181,7 +193,15 @@ class RNSRMHMC(RNSHMC):
         The exact metric (used in the test with ``test_metric="exact"``).
     rm_step_size : float, optional
         Step size of the Riemannian phase (adapted when None and ``adapt``).
-    rm_n_steps : int
+    rm_n_steps : int or "auto"
+        Generalized leapfrog steps of the Riemannian chain.  "auto"
+        (default): 3 while its step adapts, then :func:`auto_rm_steps`, as
+        for :class:`RMHMC`; ``info["rm_n_steps"]`` lists each chain's.  On
+        the simulated regression (N = 100000, d = 50, defaults otherwise,
+        rule off, 1500 kept draws; adapted step 0.40-0.44) min ESS was
+        192 with 3 steps, 1445 with 8 (auto gives 7) and 1307 with 12, at
+        4.4, 6.1 and 7.9 ms per iteration: 5.5x the min ESS per second of
+        3 steps at 8.
     rm_target_accept : float
         Target acceptance of the Riemannian step-size adaptation (0.9: on
         the posteriordb SBLRC-BLR posterior, 0.8 adapted a step at which
@@ -254,7 +274,7 @@ class RNSRMHMC(RNSHMC):
     method = "rns-rmhmc"
     remote_chains = False
 
-    def __init__(self, potential, *, metric="fisher", rm_step_size=None, rm_n_steps=3,
+    def __init__(self, potential, *, metric="fisher", rm_step_size=None, rm_n_steps="auto",
                  rm_target_accept=0.9, test_metric="surrogate", diagonal_metric=False,
                  softabs_alpha=1.0,
                  max_fixed_point=20, fixed_point_tol=1e-9, overlap="auto", **options):
@@ -276,7 +296,7 @@ class RNSRMHMC(RNSHMC):
         self.test_metric = test_metric
         self.exact_metric = as_metric(metric, potential) if test_metric == "exact" else None
         self.rm_step_size = check_positive("rm_step_size", rm_step_size, allow_none=True)
-        self.rm_n_steps = check_int("rm_n_steps", rm_n_steps, 1)
+        self.rm_n_steps = _auto_or_steps("rm_n_steps", rm_n_steps)
         self.rm_target_accept = check_number("rm_target_accept", rm_target_accept)
         if not 0 < self.rm_target_accept < 1:
             raise ValueError(f"rm_target_accept must be in (0, 1), got {rm_target_accept!r}")
@@ -293,13 +313,13 @@ class RNSRMHMC(RNSHMC):
     # trial, exploit); these hooks make its surrogate chain the Riemannian one.
     def _surrogate_ready(self, run, net):
         _metric_parts(net)     # a network, or a network plus a Gaussian base
-        run.info.update(not_converged=0, rm_step_size=[])
+        run.info.update(not_converged=0, rm_step_size=[], rm_n_steps=[])
 
     def _surrogate_steps(self, ctx=None):
         """Network gradients per iteration: the cost check's lower bound of an
         RNS-RMHMC iteration (one exact U and these; the metric comes on top),
         so a fallback there is safe and a pass is decided by the trial."""
-        return _noregret.steps_per_iteration(self.rm_n_steps, self.random_n_steps)
+        return _noregret.steps_per_iteration(_start_steps(self.rm_n_steps), self.random_n_steps)
 
     def _matched_steps(self, ctxs):
         return None            # rm_n_steps is the Riemannian chain's, never matched to NUTS
@@ -329,7 +349,7 @@ class RNSRMHMC(RNSHMC):
                                    diagonal=self.diagonal_metric, offset=offset)
         step = self.rm_step_size if self.rm_step_size is not None else 1.0
         chain = rm_chain(self, net, sur_metric, self.potential, self.exact_metric,
-                         ctx.chain.position, ctx.generator, step, self.rm_n_steps)
+                         ctx.chain.position, ctx.generator, step, _start_steps(self.rm_n_steps))
         if self.exact_metric is None and self.potential.thread_safe and usable_cpus() >= 2:
             chain.overlap = self.overlap
         return chain
@@ -360,7 +380,50 @@ class RNSRMHMC(RNSHMC):
             scratch = new_trace(n_adapt, self.potential.dim)
             with ctx.phase("warmup"):
                 dual_averaging(chain, ctx, scratch, n_adapt, self.rm_target_accept, "rm_adapt")
+        set_auto_steps(chain, self.rm_n_steps, self.random_n_steps)
         ctx.run.info["rm_step_size"].append(chain.step_size)
+        ctx.run.info["rm_n_steps"].append(chain.n_steps)
+
+
+AUTO_START_STEPS = 3      # "auto" steps while the step size adapts
+AUTO_MAX_STEPS = 64       # at most this many (a tiny adapted step: the trial decides)
+
+
+def _auto_or_steps(name, value):
+    if isinstance(value, str):
+        if value != "auto":
+            raise ValueError(f'{name} must be a positive integer or "auto", got {value!r}')
+        return value
+    return check_int(name, value, 1)
+
+
+def _start_steps(n_steps):
+    return AUTO_START_STEPS if n_steps == "auto" else n_steps
+
+
+def auto_rm_steps(step_size, random_n_steps=True):
+    """Steps per iteration for a trajectory of a quarter period in the
+    metric's units: round(pi / step) with ``random_n_steps`` (L uniform on
+    1..n_steps: mean length about pi / 2), else round(pi / (2 step));
+    between 1 and AUTO_MAX_STEPS.
+
+    Where G(q) is the posterior's precision (a GLM's Fisher metric near the
+    mode, a good network's Hessian) the generalized leapfrog is a unit-
+    frequency oscillator in the whitened coordinates, and an iteration of
+    length t has lag-1 autocorrelation cos(t).  Measured with RMHMC on a
+    simulated logistic regression (N = 20000, d = 10; fixed L): t = 0.5
+    gave 0.876 (cos 0.878), t = 1.0 gave 0.54 (cos 0.540).  So 3 steps of
+    the adapted 0.4 (lengths 0.4-1.2) leave most of each iteration's
+    possible move unused.
+    """
+    t = np.pi if random_n_steps else np.pi / 2
+    return int(min(AUTO_MAX_STEPS, max(1, round(t / step_size))))
+
+
+def set_auto_steps(chain, n_steps, random_n_steps):
+    """With n_steps "auto", set the chain's from its step size."""
+    if n_steps == "auto":
+        chain.n_steps = auto_rm_steps(chain.step_size, random_n_steps)
 
 
 def usable_cpus():
