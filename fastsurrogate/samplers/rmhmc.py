@@ -386,7 +386,11 @@ class RNSRMHMC(RNSHMC):
 
 
 AUTO_START_STEPS = 3      # "auto" steps while the step size adapts
-AUTO_MAX_STEPS = 64       # at most this many (a tiny adapted step: the trial decides)
+# at most this many: a step below pi / 16 (0.2) in the metric's units means a
+# metric far from the posterior's precision (a poor network, whose trial then
+# falls back: a 500-state network at d = 50 adapted 0.05-0.06), and 60 steps
+# there would only make its trial 20x longer
+AUTO_MAX_STEPS = 16
 
 
 def _auto_or_steps(name, value):
@@ -405,7 +409,7 @@ def auto_rm_steps(step_size, random_n_steps=True):
     """Steps per iteration for a trajectory of a quarter period in the
     metric's units: round(pi / step) with ``random_n_steps`` (L uniform on
     1..n_steps: mean length about pi / 2), else round(pi / (2 step));
-    between 1 and AUTO_MAX_STEPS.
+    between 1 and AUTO_MAX_STEPS (16).
 
     Where G(q) is the posterior's precision (a GLM's Fisher metric near the
     mode, a good network's Hessian) the generalized leapfrog is a unit-
