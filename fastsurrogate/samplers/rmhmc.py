@@ -387,9 +387,11 @@ class RNSRMHMC(RNSHMC):
 
 AUTO_START_STEPS = 3      # "auto" steps while the step size adapts
 # at most this many: a step below pi / 16 (0.2) in the metric's units means a
-# metric far from the posterior's precision (a poor network, whose trial then
-# falls back: a 500-state network at d = 50 adapted 0.05-0.06), and 60 steps
-# there would only make its trial 20x longer
+# metric far from the posterior's precision, where the quarter period says
+# nothing (a poor network: a 500-state network at d = 50 adapted 0.05-0.06,
+# the a9a-60d (raw) network 0.014, and its trial at 16 steps took 11.3 s
+# against 4.9 s of the exact window before falling back); auto then keeps
+# AUTO_START_STEPS
 AUTO_MAX_STEPS = 16
 
 
@@ -408,8 +410,10 @@ def _start_steps(n_steps):
 def auto_rm_steps(step_size, random_n_steps=True):
     """Steps per iteration for a trajectory of a quarter period in the
     metric's units: round(pi / step) with ``random_n_steps`` (L uniform on
-    1..n_steps: mean length about pi / 2), else round(pi / (2 step));
-    between 1 and AUTO_MAX_STEPS (16).
+    1..n_steps: mean length about pi / 2), else round(pi / (2 step)); at
+    least 1; AUTO_START_STEPS (3) when that is above AUTO_MAX_STEPS (16):
+    a step that small means the metric is far from the posterior's
+    precision.
 
     Where G(q) is the posterior's precision (a GLM's Fisher metric near the
     mode, a good network's Hessian) the generalized leapfrog is a unit-
@@ -421,7 +425,8 @@ def auto_rm_steps(step_size, random_n_steps=True):
     possible move unused.
     """
     t = np.pi if random_n_steps else np.pi / 2
-    return int(min(AUTO_MAX_STEPS, max(1, round(t / step_size))))
+    n = max(1, round(t / step_size))
+    return int(n if n <= AUTO_MAX_STEPS else AUTO_START_STEPS)
 
 
 def set_auto_steps(chain, n_steps, random_n_steps):
