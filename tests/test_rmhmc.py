@@ -809,7 +809,8 @@ def test_auto_steps_make_iterations_nearly_independent():
     assert fixed.info["n_steps"] == [6] and fixed.warmup_stats["n_steps"].max() <= 6
     assert auto_rm_steps(0.5, random_n_steps=False) == 3
     assert auto_rm_steps(np.pi / 16) == 16 and auto_rm_steps(10.0) == 1
-    assert auto_rm_steps(np.pi / 17) == 3 and auto_rm_steps(1e-6) == 3   # a poor metric
+    assert auto_rm_steps(np.pi / 17) == 16 and auto_rm_steps(np.pi / 64) == 16
+    assert auto_rm_steps(np.pi / 65) == 3 and auto_rm_steps(1e-6) == 3   # a poor metric
     # RNS-RMHMC: the Riemannian chain's L from its adapted step
     rns = fs.sample(m, method="rns-rmhmc", n_draws=50, n_warmup=300, chains=1, seed=2,
                     progress=False, n_hidden=200, no_regret=False)

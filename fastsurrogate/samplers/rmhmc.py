@@ -386,13 +386,16 @@ class RNSRMHMC(RNSHMC):
 
 
 AUTO_START_STEPS = 3      # "auto" steps while the step size adapts
-# at most this many: a step below pi / 16 (0.2) in the metric's units means a
-# metric far from the posterior's precision, where the quarter period says
-# nothing (a poor network: a 500-state network at d = 50 adapted 0.05-0.06,
-# the a9a-60d (raw) network 0.014, and its trial at 16 steps took 11.3 s
-# against 4.9 s of the exact window before falling back); auto then keeps
-# AUTO_START_STEPS
+# at most AUTO_MAX_STEPS; and AUTO_START_STEPS when the quarter period would
+# need more than AUTO_HOPELESS_STEPS (a step below 0.05 in the metric's
+# units: a metric far from the posterior's precision, a poor network, whose
+# chain cannot move far whatever L).  Measured with the no-regret rule, 500
+# warm-up + 500 draws: Bank's network adapted 0.17 at 3 steps; 3 steps
+# then fell back (predicted 0.21x NUTS), 16 switched (4.26x NUTS, whole
+# run); the a9a-60d (raw) network adapted 0.014, and its trial at 16 steps
+# took 11.3 s against the exact window's 4.9 s before falling back.
 AUTO_MAX_STEPS = 16
+AUTO_HOPELESS_STEPS = 64
 
 
 def _auto_or_steps(name, value):
@@ -411,9 +414,10 @@ def auto_rm_steps(step_size, random_n_steps=True):
     """Steps per iteration for a trajectory of a quarter period in the
     metric's units: round(pi / step) with ``random_n_steps`` (L uniform on
     1..n_steps: mean length about pi / 2), else round(pi / (2 step)); at
-    least 1; AUTO_START_STEPS (3) when that is above AUTO_MAX_STEPS (16):
-    a step that small means the metric is far from the posterior's
-    precision.
+    least 1 and at most AUTO_MAX_STEPS (16); AUTO_START_STEPS (3) when it
+    would be above AUTO_HOPELESS_STEPS (64; a step below 0.05 with random
+    L): a step that small means the metric is far from the posterior's
+    precision, and the chain cannot move far whatever L.
 
     Where G(q) is the posterior's precision (a GLM's Fisher metric near the
     mode, a good network's Hessian) the generalized leapfrog is a unit-
@@ -426,7 +430,7 @@ def auto_rm_steps(step_size, random_n_steps=True):
     """
     t = np.pi if random_n_steps else np.pi / 2
     n = max(1, round(t / step_size))
-    return int(n if n <= AUTO_MAX_STEPS else AUTO_START_STEPS)
+    return int(AUTO_START_STEPS if n > AUTO_HOPELESS_STEPS else min(n, AUTO_MAX_STEPS))
 
 
 def set_auto_steps(chain, n_steps, random_n_steps):
