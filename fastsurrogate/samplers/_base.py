@@ -56,6 +56,15 @@ def check_int(name, value, minimum=0, maximum=MAX_INT):
     return int(value)
 
 
+def check_int_or_auto(name, value, minimum=1):
+    """"auto", or an integer >= minimum (:func:`check_int`)."""
+    if isinstance(value, str):
+        if value != "auto":
+            raise ValueError(f'{name} must be a positive integer or "auto", got {value!r}')
+        return value
+    return check_int(name, value, minimum)
+
+
 def _check_trace_memory(n_rows, dim, chains):
     """Refuse traces larger than the machine's memory before allocating them."""
     need = float(n_rows) * chains * (8.0 * dim + 64.0)

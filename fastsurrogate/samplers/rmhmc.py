@@ -15,7 +15,7 @@ from ..models._glm import GeneralizedLinearModel
 from ..models._models import Gaussian
 from ..core._potential import WeightedSum
 from ..surrogates._network import RandomNetwork
-from ._base import Sampler, check_int, check_positive
+from ._base import Sampler, check_int, check_int_or_auto, check_positive
 from ._base import check_flag, check_number
 from .rns_hmc import RNSHMC
 from . import _noregret
@@ -104,7 +104,7 @@ class RMHMC(Sampler):
         super().__init__(potential)
         self.metric = as_metric(metric, potential)
         self.step_size = check_positive("step_size", step_size, allow_none=True)
-        self.n_steps = _auto_or_steps("n_steps", n_steps)
+        self.n_steps = check_int_or_auto("n_steps", n_steps)
         self.random_n_steps = check_flag("random_n_steps", random_n_steps)
         self.adapt = check_flag("adapt", adapt)
         self.target_accept = check_number("target_accept", target_accept)
@@ -145,12 +145,13 @@ class RMHMC(Sampler):
         ctx.run.info["not_converged"] += ctx.chain.n_not_converged
 
     def _warmup_and_sample(self, ctx):
-        if not self.adapt:
+        if not self.adapt:       # the given step: its L from the first iteration
             set_auto_steps(ctx.chain, self.n_steps, self.random_n_steps)
         with ctx.phase("warmup"):
             self.rm_warmup(ctx.chain, ctx.warm, ctx, ctx.run.n_warmup,
                            search=self.step_size is None)
-        set_auto_steps(ctx.chain, self.n_steps, self.random_n_steps)
+        if self.adapt:           # the adapted step's L
+            set_auto_steps(ctx.chain, self.n_steps, self.random_n_steps)
         ctx.run.info["n_steps"][ctx.index] = ctx.chain.n_steps
         with ctx.phase("sample"):
             ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
@@ -296,7 +297,7 @@ class RNSRMHMC(RNSHMC):
         self.test_metric = test_metric
         self.exact_metric = as_metric(metric, potential) if test_metric == "exact" else None
         self.rm_step_size = check_positive("rm_step_size", rm_step_size, allow_none=True)
-        self.rm_n_steps = _auto_or_steps("rm_n_steps", rm_n_steps)
+        self.rm_n_steps = check_int_or_auto("rm_n_steps", rm_n_steps)
         self.rm_target_accept = check_number("rm_target_accept", rm_target_accept)
         if not 0 < self.rm_target_accept < 1:
             raise ValueError(f"rm_target_accept must be in (0, 1), got {rm_target_accept!r}")
@@ -396,14 +397,6 @@ AUTO_START_STEPS = 3      # "auto" steps while the step size adapts
 # took 11.3 s against the exact window's 4.9 s before falling back.
 AUTO_MAX_STEPS = 16
 AUTO_HOPELESS_STEPS = 64
-
-
-def _auto_or_steps(name, value):
-    if isinstance(value, str):
-        if value != "auto":
-            raise ValueError(f'{name} must be a positive integer or "auto", got {value!r}')
-        return value
-    return check_int(name, value, 1)
 
 
 def _start_steps(n_steps):

@@ -33,7 +33,7 @@ from ..surrogates.laplace import laplace_approximation
 from ..surrogates.random_network import train_random_network
 from ..surrogates.subspace import active_subspace
 from ._base import check_int, check_positive, check_potential, check_tree_depth
-from ._base import check_flag, check_number
+from ._base import check_flag, check_number, check_int_or_auto
 from ._transitions import check_transitions, tune_transitions, transition_chain
 from . import _noregret
 from .hmc import HMC
@@ -231,10 +231,7 @@ class RNSHMC(HMC):
         if self.transitions is not None and delayed_acceptance:
             raise ValueError("delayed_acceptance does not apply with transitions: the exact "
                              "test already comes once per k surrogate transitions")
-        self._n_hidden_auto = isinstance(n_hidden, str)
-        if self._n_hidden_auto and n_hidden != "auto":
-            raise ValueError(f'n_hidden must be a positive integer or "auto", got {n_hidden!r}')
-        self.n_hidden = n_hidden if self._n_hidden_auto else check_int("n_hidden", n_hidden, 1)
+        n_hidden = check_int_or_auto("n_hidden", n_hidden)
         if activation not in ("softplus", "sigmoid", "tanh", "rbf"):
             raise ValueError(f"activation must be softplus, sigmoid, tanh or rbf; got {activation!r}")
         self.activation = activation
@@ -283,8 +280,7 @@ class RNSHMC(HMC):
                                  "activation='rbf' or standardize=False)")
         self.subspace = subspace
         self.subspace_points = check_int("subspace_points", subspace_points, 2)
-        if self._n_hidden_auto:
-            self.n_hidden = auto_hidden(potential.dim, subspace)
+        self.n_hidden = auto_hidden(potential.dim, subspace) if n_hidden == "auto" else n_hidden
         self._subspace_info = None
 
     # -- the algorithm -----------------------------------------------------------
@@ -367,10 +363,10 @@ class RNSHMC(HMC):
         run.start()
         seed = surrogate_seed(run.generators[0])
         start = self._train_start(run.n_warmup)
-        self._record_capacity = self._trajectory_capacity(run, start)
+        run.record_capacity = self._trajectory_capacity(run, start)
         run.each_chain(self.explore, run.n_warmup, "explore")
         Q, U = self.training_set([c.warm for c in run.ctxs], start)
-        if self._record_capacity:
+        if run.record_capacity:
             Q, U = self.trajectory_set(run, U)
         else:
             kind = ("given" if self.surrogate is not None else
@@ -386,9 +382,8 @@ class RNSHMC(HMC):
         return n_warmup // 2 if self.adapt else 0
 
     def _train_start(self, n_warmup):
-        tf = self.train_from
-        start = int(tf * n_warmup) if tf < 1 else int(tf)
-        return min(max(start, self._n_adapt(n_warmup)), max(n_warmup - 2, 0))
+        return min(max(self._record_start(n_warmup), self._n_adapt(n_warmup)),
+                   max(n_warmup - 2, 0))
 
     def _trajectory_capacity(self, run, start):
         """Points each chain's recorder keeps (0: no recording): with
@@ -437,9 +432,10 @@ class RNSHMC(HMC):
         n_warmup = ctx.run.n_warmup
         n_adapt = self._n_adapt(n_warmup)
         drive = {}
-        if getattr(self, "_record_capacity", 0):
+        capacity = getattr(ctx.run, "record_capacity", 0)       # 0 for ARNS-HMC's calls
+        if capacity:
             ctx.recorder = ctx.track(RecordingPotential(
-                self.potential, self._record_capacity, decimate=True, need_value=True))
+                self.potential, capacity, decimate=True, need_value=True))
             ctx.recorder.active = False
             ctx.record_from = self._record_start(n_warmup)
             drive = {"drive": ctx.recorder, "judge": ctx.recorder}
