@@ -130,7 +130,8 @@ def demo(argv):
     elif "arns-hmc" in methods:
         # ARNS-HMC learns online for its first ~2500 iterations: give it at least 3000
         arns = dict(common, n_draws=max(n_draws, 2000 if args.quick else 3000))
-        res = sample(method="arns-hmc", no_regret=False, n_hidden=n_hidden, n_start=200, **arns)
+        res = sample(method="arns-hmc", no_regret=False, training="states", n_hidden=n_hidden,
+                     n_start=200, **arns)
         rows.append(_row(f"ARNS-HMC (s = {n_hidden}, from 200 points, "
                          f"{arns['n_draws']} draws)", res, base)[0])
     if "nnghmc" in methods:

@@ -62,6 +62,9 @@ SAMPLERS = {
                  150, 150),
     "arns-hmc-greville": (fs.ARNSHMC, dict(n_hidden=20, n_start=60, n_steps=5, update_every=10,
                                            online_ridge=0.0, resync_every=50), 150, 150),
+    # started from its own recorded trajectory points (capacity 40 per chain)
+    "arns-hmc-trajectory": (fs.ARNSHMC, dict(n_hidden=30, n_start=60, n_steps=5,
+                                             update_every=10, training="trajectory"), 150, 150),
     "vhmc": (fs.VHMC, dict(n_hidden=30, n_steps=5, exact=True, n_train=80), 120, 100),
     "nnghmc": (fs.NNGHMC, dict(n_hidden=10, n_steps=5, train_every=0.5, trial_length=30),
                150, 100),
@@ -71,6 +74,7 @@ SAMPLERS = {
 # a stop there is a KeyboardInterrupt raised by it
 TRAINERS = {"rns-hmc": (fs.RNSHMC, "train"), "arns-hmc": (fs.ARNSHMC, "start_surrogate"),
             "arns-hmc-greville": (fs.ARNSHMC, "start_surrogate"),
+            "arns-hmc-trajectory": (fs.ARNSHMC, "start_surrogate"),
             "nnghmc": (fs.NNGHMC, "train")}
 
 

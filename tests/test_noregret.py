@@ -193,6 +193,35 @@ def test_the_fallback_draws_with_the_better_exact_sampler_of_the_window(method, 
     assert np.all(np.abs(z) < 4.5), z
 
 
+@pytest.mark.no_regret_default
+@pytest.mark.parametrize("method", ["rns-hmc", "arns-hmc"])
+def test_a_fallback_re_estimates_the_metric_from_the_exploration_s_later_rows(method):
+    """The exploration adapts over the first half of the warm-up (Stan's last
+    window there: 200 draws of 1000); before a fallback's kept draws the
+    metric is re-estimated from all 500 post-adaptation rows (the step size
+    kept), so the fallback's metric is as good as NUTS's own."""
+    rng = np.random.default_rng(0)
+    sd = np.exp(rng.uniform(np.log(0.1), np.log(10.0), 50))
+    target = fs.models.Gaussian(np.zeros(50), np.diag(sd ** 2))
+    res = fs.sample(target, method, n_draws=300, n_warmup=1000, chains=1, seed=5,
+                    n_hidden=30, progress=False)
+    fb = res.info.get("fallback")
+    assert fb, res.info.keys()
+    assert fb["metric_refit"][0] == {"metric_rows": 500, "last_window_rows": 200}
+
+    def error(inv_metric):
+        return float(np.mean((np.asarray(inv_metric).ravel() / sd ** 2 - 1.0) ** 2))
+
+    from fastsurrogate.samplers._base import regularized_metric
+    before = regularized_metric(res.warmup_draws[0, 250:450], "diag")    # the last window's
+    after = regularized_metric(res.warmup_draws[0, 500:], "diag")
+    assert np.allclose(np.asarray(res.inv_metric[0]).ravel(), after)
+    # (seeds 1-8: ratio 0.28-0.58)
+    assert error(after) < 0.7 * error(before), (error(after), error(before))
+    z = res.draws.mean(axis=(0, 1)) / diagnostics.mcse_mean(res.draws)
+    assert np.all(np.abs(z) < 4.5), z
+
+
 # -- the decision's arithmetic (no timing: figures are given) -------------------
 
 def _ar1(n, phi, seed, dim=2):
@@ -245,21 +274,28 @@ def test_a_switch_is_confirmed_over_the_exact_window_s_time():
     # a clear miss is final at once; a near miss (within 1 / NEAR_MISS of the
     # bar) is confirmed on a longer window, as a switch is
     bar = nr.SWITCH_FACTOR
-    assert not nr.extend_trial(dict(m, reason="trial: rate below", ratio=0.3 * bar), 1)
-    assert not nr.extend_trial(dict(m, reason="trial: rate below", ratio=0.9 * bar,
+    assert not nr.extend_trial(dict(m, check="rate", ratio=0.3 * bar), 1)
+    assert not nr.extend_trial(dict(m, check="rate", ratio=0.9 * bar,
                                     whole_run_ratio=0.45 * bar), 1)
-    assert nr.extend_trial(dict(m, reason="trial: rate below", ratio=0.9 * bar), 1)
-    assert nr.extend_trial(dict(m, reason="trial: rate below", ratio=0.1,
+    assert nr.extend_trial(dict(m, check="rate", ratio=0.9 * bar), 1)
+    assert nr.extend_trial(dict(m, check="rate", ratio=0.1,
                                 whole_run_ratio=nr.NEAR_MISS * bar), 1)
-    assert not nr.extend_trial(dict(m, reason="trial: rate below", ratio=float("nan")), 1)
-    assert not nr.extend_trial(dict(m, reason="trial: rate below", ratio=0.9 * bar),
+    assert not nr.extend_trial(dict(m, check="rate", ratio=float("nan")), 1)
+    assert not nr.extend_trial(dict(m, check="rate", ratio=0.9 * bar),
                                nr.MAX_TRIAL_ROUNDS)
-    assert not nr.extend_trial(dict(m, reason="trial: rate below", ratio=0.9 * bar,
+    assert not nr.extend_trial(dict(m, check="rate", ratio=0.9 * bar,
                                     trial_seconds=1.0), 1)
     # a failed acceptance check is final whatever the rate
-    assert not nr.extend_trial(dict(m, reason="trial: the surrogate's acceptance 0.2 is "
-                                              "below", ratio=5.0), 1)
-    assert nr.extend_trial(dict(m, reason="trial: 3 effective samples ..."), 1)
+    assert not nr.extend_trial(dict(m, check="acceptance", ratio=5.0), 1)
+    assert nr.extend_trial(dict(m, check="ess_floor"), 1)
+    # the checks trial_verdict names are the ones extend_trial reads
+    exact = _ar1(400, 0.3, 2)
+    assert nr.trial_verdict(exact, 4.0, _ar1(400, 0.3, 3), 4.0, 0.2, 0.9)[1]["check"] == \
+        "acceptance"
+    assert nr.trial_verdict(exact, 4.0, _ar1(400, 0.99, 3), 4.0, 0.9, 0.9)[1]["check"] == \
+        "ess_floor"
+    assert nr.trial_verdict(exact, 4.0, _ar1(400, 0.3, 3), 40.0, 0.9, 0.9)[1]["check"] == "rate"
+    assert "check" not in nr.trial_verdict(exact, 4.0, _ar1(400, 0.3, 3), 0.4, 0.9, 0.9)[1]
 
 
 def test_nnghmc_does_not_retrain_what_the_saving_cannot_repay():

@@ -37,6 +37,7 @@ def logistic():
     ("rns-hmc", dict(n_hidden=300, training="trajectory")),
     ("arns-hmc", dict(n_hidden=200, n_start=200)),
     ("arns-hmc", dict(n_hidden=200, n_start=200, max_points=600)),
+    ("arns-hmc", dict(n_hidden=200, n_start=200, training="trajectory")),
 ])
 def test_surrogate_samplers_match_exact_hmc_on_logistic(logistic, method, kw):
     model, ref = logistic
@@ -66,7 +67,13 @@ def test_surrogate_samplers_match_exact_hmc_on_logistic(logistic, method, kw):
             assert res.info["switch_iterations"][k][-1] == stop
             it, sec = res.info["sample_clock"][k].T
             assert it[-1] == 4000 and np.all(np.diff(it) > 0) and np.all(np.diff(sec) >= 0)
-    if kw.get("training") == "trajectory":
+    if kw.get("training") == "trajectory" and method == "arns-hmc":
+        # each chain's network starts from its own points: 2-4 times the count
+        for ts in res.info["training_set"]:
+            assert ts["kind"] == "trajectory" and ts["n_evaluated"] > 800 * 3
+            assert 2 * 45 <= ts["n_recorded"] <= 4 * 45
+            assert ts["n_far_out"] < 0.05 * ts["n_recorded"]
+    elif kw.get("training") == "trajectory":
         ts = res.info["training_set"]
         # every point of the exploration's trajectories from train_from on
         # (HMC: L per iteration), thinned to between 2 and 4 times the
@@ -278,6 +285,50 @@ def test_auto_training_takes_the_states_when_they_are_enough():
     # a base carries the curvature: the states, even when few
     c = fs.sample(m, method="rns-hmc", base="laplace", **dict(kw, n_warmup=20))
     assert c.info["training_set"]["kind"] == "states" and c.info["n_train"] == 20
+
+
+def test_arns_starts_from_trajectory_points_when_states_are_few():
+    # d = 20: the 200 start states are fewer than a quadratic's 231
+    # coefficients; "auto" starts each chain's network from its own
+    # trajectory points, which fit U's gradient far better
+    X, y, _ = fs.datasets.simulate_logistic(5000, 20, seed=2)
+    m = fs.models.LogisticRegression(X, y, prior_sd=10.0)
+    kw = dict(n_draws=300, n_warmup=400, chains=2, seed=3, progress=False, no_regret=False,
+              explore="nuts", n_hidden=400, max_points=200)
+    states = fs.sample(m, method="arns-hmc", training="states", **kw)
+    traj = fs.sample(m, method="arns-hmc", **kw)
+    assert [t["kind"] for t in states.info["training_set"]] == ["states"] * 2
+    for t, chain_seen in zip(traj.info["training_set"], traj.info["n_seen"]):
+        assert t["setting"] == "auto" and t["kind"] == "trajectory" and t["n_states"] == 200
+        # thinned to 2-4 times the count, the far-out points left out
+        assert 2 * 231 <= t["n_recorded"] <= 4 * 231 and t["n_evaluated"] > 3 * 200
+        assert chain_seen == t["n_recorded"] - t["n_far_out"]
+    # the same exploration either way (the recorder passes evaluations through)
+    assert np.array_equal(states.warmup_draws, traj.warmup_draws)
+
+    def grad_error(res, chain):
+        qs = res.draws[chain, ::10]
+        net = res.info["surrogates"][chain]
+        e = np.array([net.grad(q) - m.grad(q) for q in qs])
+        return np.median(np.linalg.norm(e, axis=1) / np.linalg.norm(
+            [m.grad(q) - m.grad(qs.mean(axis=0)) for q in qs], axis=1))
+
+    # (seeds 3-5: errors 0.06-0.07 against 0.22-0.34, acceptance 0.83-0.86
+    # against 0.53-0.58)
+    for c in range(2):
+        e_states, e_traj = grad_error(states, c), grad_error(traj, c)
+        assert e_traj < 0.5 * e_states, (c, e_traj, e_states)
+    assert traj.acceptance_rate.mean() > 1.2 * states.acceptance_rate.mean()
+    # n_hidden "auto": 1000 from states (the paper's), auto_hidden from trajectories
+    from fastsurrogate.samplers.rns_hmc import auto_hidden
+    big = fs.models.Gaussian(np.zeros(50), np.eye(50))
+    assert fs.ARNSHMC(big).n_hidden == auto_hidden(50) == 1989
+    assert fs.ARNSHMC(big, training="states").n_hidden == 1000
+    assert fs.ARNSHMC(big, n_start=1400).start_kind == "states"
+    small = fs.models.Gaussian(np.zeros(18), np.eye(18))
+    assert fs.ARNSHMC(small).start_kind == "states"        # 190 coefficients < 200
+    with pytest.raises(ValueError, match="training"):
+        fs.ARNSHMC(small, training="accepted")
 
 
 def test_auto_hidden_units():

@@ -135,7 +135,7 @@ def make_hmc(model, args):
 
 
 def make_arns(model, args):
-    return fs.ARNSHMC(model, no_regret=False,
+    return fs.ARNSHMC(model, no_regret=False, training="states",
                       n_start=args.n_start, n_hidden=args.n_hidden, step_size=args.step,
                       n_steps=args.n_steps, random_n_steps=True, metric="unit", adapt=False,
                       update_every=args.update_every, max_points=args.max_points,

@@ -115,7 +115,8 @@ def run(name, quick, threads, seed):
         out[label] = fs.sample(model, method="rns-hmc", no_regret=False, training="states",
                                n_hidden=cfg["n_hidden"], guard=None,
                                **opts, **common)
-    out["ARNS-HMC"] = fs.sample(model, method="arns-hmc", no_regret=False, n_hidden=cfg["n_hidden"],
+    out["ARNS-HMC"] = fs.sample(model, method="arns-hmc", no_regret=False, training="states",
+                                n_hidden=cfg["n_hidden"],
                                 n_start=200, **ARNS.get(name, {}), **common)
     return X.shape, cfg, out
 

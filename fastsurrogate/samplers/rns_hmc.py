@@ -447,6 +447,7 @@ class RNSHMC(HMC):
             if not self.no_regret:
                 self._record_span(ctx, ctx.chain, ctx.warm, n_adapt, n_warmup)
                 return
+            ctx.adapted_from = n_adapt         # (a fallback re-estimates the metric there)
             # the last rows, timed: the exact rate the no-regret trial is measured
             # against; every row after the adaptation (at least trial_length):
             # NUTS's min ESS per iteration over 200 rows is a noisy figure
@@ -582,10 +583,12 @@ class RNSHMC(HMC):
             position = ctx.chain.position
             ctx.chain = ctx.exact_chain
             ctx.chain.set_position(position)
+            ctx.refit = _noregret.refit_fallback_metric(self, ctx)
             with ctx.phase("sample"):
                 ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
 
         run.each_chain(worker, run.n_draws, "exact", parallel=self.potential.thread_safe)
+        record["metric_refit"] = [getattr(c, "refit", None) for c in run.ctxs]
 
     def start_transitions(self, ctx, drive):
         """The sampling chain with surrogate transitions, tuned before the kept draws."""
@@ -610,21 +613,12 @@ class RNSHMC(HMC):
     def trajectory_set(self, run, U_states):
         """The training set from the exploration's recorded trajectory
         points, pooled over chains: (Q, U); ``info["training_set"]`` records
-        the sizes.  Points with U above the highest state's U + dim + 20
-        (a diverging trajectory's) are left out."""
-        parts = [c.recorder.points() for c in run.ctxs]
-        Q = np.concatenate([p[0] for p in parts])
-        U = np.concatenate([p[2] for p in parts])
-        ok = np.isfinite(U) & np.all(np.isfinite(Q), axis=1)
-        n_recorded = int(ok.sum())
-        if U_states.size:
-            ok &= U <= float(np.max(U_states)) + self.potential.dim + 20.0
-        run.info["training_set"] = {
-            "setting": self.training, "kind": "trajectory", "n_states": int(U_states.size),
-            "n_evaluated": int(sum(c.recorder.n_seen for c in run.ctxs)),
-            "n_recorded": n_recorded, "n_far_out": n_recorded - int(ok.sum()),
-            "every": [int(c.recorder.every) for c in run.ctxs]}
-        return Q[ok], U[ok]
+        the sizes (:func:`trajectory_points`)."""
+        Q, U, counts = trajectory_points([c.recorder for c in run.ctxs], U_states,
+                                         self.potential.dim)
+        run.info["training_set"] = {"setting": self.training, "kind": "trajectory",
+                                    "n_states": int(U_states.size), **counts}
+        return Q, U
 
     def train(self, Q, U, seed, base=None, progress=None):
         """The surrogate fitted to (Q, U): the network, or base + network.
@@ -703,6 +697,26 @@ class RNSHMC(HMC):
                      random_n_steps=self.random_n_steps, inv_metric=chain.inv_metric,
                      max_energy_error=self.max_energy_error,
                      delayed_acceptance=self.delayed_acceptance and drive is not self.potential)
+
+
+def trajectory_points(recorders, U_states, dim):
+    """The recorders' points pooled: (Q, U, counts).  Points with U above the
+    highest state's U (``U_states``: the exploration's states after the
+    training start) + dim + 20 (a diverging trajectory's) are left out;
+    ``counts`` has n_evaluated, n_recorded, n_far_out and each recorder's
+    final thinning ``every``."""
+    parts = [r.points() for r in recorders]
+    Q = np.concatenate([p[0] for p in parts])
+    U = np.concatenate([p[2] for p in parts])
+    ok = np.isfinite(U) & np.all(np.isfinite(Q), axis=1)
+    n_recorded = int(ok.sum())
+    U_states = np.asarray(U_states)
+    U_states = U_states[np.isfinite(U_states)]
+    if U_states.size:
+        ok &= U <= float(np.max(U_states)) + dim + 20.0
+    counts = {"n_evaluated": int(sum(r.n_seen for r in recorders)), "n_recorded": n_recorded,
+              "n_far_out": n_recorded - int(ok.sum()), "every": [int(r.every) for r in recorders]}
+    return np.ascontiguousarray(Q[ok]), np.ascontiguousarray(U[ok]), counts
 
 
 def quadratic_count(dim, subspace=None):
