@@ -198,8 +198,9 @@ def test_the_fallback_draws_with_the_better_exact_sampler_of_the_window(method, 
 def test_a_fallback_re_estimates_the_metric_from_the_exploration_s_later_rows(method):
     """The exploration adapts over the first half of the warm-up (Stan's last
     window there: 200 draws of 1000); before a fallback's kept draws the
-    metric is re-estimated from all 500 post-adaptation rows (the step size
-    kept), so the fallback's metric is as good as NUTS's own."""
+    metric is re-estimated from that window and the timed window's 250 NUTS
+    rows (the step size kept), so the fallback's metric is nearly as good as
+    NUTS's own."""
     rng = np.random.default_rng(0)
     sd = np.exp(rng.uniform(np.log(0.1), np.log(10.0), 50))
     target = fs.models.Gaussian(np.zeros(50), np.diag(sd ** 2))
@@ -207,16 +208,21 @@ def test_a_fallback_re_estimates_the_metric_from_the_exploration_s_later_rows(me
                     n_hidden=30, progress=False)
     fb = res.info.get("fallback")
     assert fb, res.info.keys()
-    assert fb["metric_refit"][0] == {"metric_rows": 500, "last_window_rows": 200}
+    assert fb["metric_refit"][0] == {"metric_rows": 450, "last_window_rows": 200,
+                                     "exploration_rows": 250}
+    nuts = res.info["no_regret"]["exact"]["nuts"] if method == "rns-hmc" else \
+        res.info["no_regret"][0]["exact"]["nuts"]
+    assert nuts["rows"] == 250
 
     def error(inv_metric):
         return float(np.mean((np.asarray(inv_metric).ravel() / sd ** 2 - 1.0) ** 2))
 
     from fastsurrogate.samplers._base import regularized_metric
-    before = regularized_metric(res.warmup_draws[0, 250:450], "diag")    # the last window's
-    after = regularized_metric(res.warmup_draws[0, 500:], "diag")
+    W = res.warmup_draws[0]
+    before = regularized_metric(W[250:450], "diag")          # the last window's
+    after = regularized_metric(np.concatenate([W[250:450], W[500:750]]), "diag")
     assert np.allclose(np.asarray(res.inv_metric[0]).ravel(), after)
-    # (seeds 1-8: ratio 0.28-0.58)
+    # (seeds 1-6: ratio 0.32-0.57)
     assert error(after) < 0.7 * error(before), (error(after), error(before))
     z = res.draws.mean(axis=(0, 1)) / diagnostics.mcse_mean(res.draws)
     assert np.all(np.abs(z) < 4.5), z

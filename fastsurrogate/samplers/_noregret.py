@@ -74,8 +74,8 @@ is that chosen exact sampler.  The rule, in two checks:
 A fallback sets ``result.info["fallback"] = {"reason": ..., "measured": {...}}``
 and the kept draws come from the chosen exact chain (NUTS or HMC), continued from
 where the chain is (step size as adapted; RNS-HMC, RNS-RMHMC and ARNS-HMC
-re-estimate the metric from every post-adaptation exploration row first,
-:func:`refit_fallback_metric`); a switch records the
+re-estimate the metric from the adaptation's last window and the
+exploration's later NUTS rows first, :func:`refit_fallback_metric`); a switch records the
 measurements in ``result.info["no_regret"]``.  Either way the draws are
 exact: the decision is made before the kept draws, on the warm-up's data.
 """
@@ -467,38 +467,44 @@ def choose_exact(ctxs):
 
 def refit_fallback_metric(sampler, ctx):
     """Before a fallback's kept draws: re-estimate the exact chain's metric
-    from every post-adaptation exploration row (Stan's regularised
-    estimator), keeping its step size.  Returns the record for ``info``, or
-    None when nothing was done (no metric adaptation, or no more rows than
-    the adaptation's last window had).
+    (Stan's regularised estimator) from the adaptation's last window and the
+    exploration's later rows of the same kernel, keeping its step size.
+    Returns the record for ``info``, or None when nothing was done (no
+    metric adaptation, or no rows beyond the last window).
 
     Why: the exploration adapts over the first half of the warm-up only (the
     second half is the timed window and the training data), so its metric
     comes from Stan's last window within that half: 200 draws of a
     1000-iteration warm-up, against 500 when NUTS adapts over all of it.
-    The window's rows (NUTS, and HMC at the same metric) are 500 exact
-    draws.  Measured on the simulated logistic regression (N = 100000,
-    d = 50), NUTS adapted over 500 iterations then run 500 more (the
-    exploration), then 2000 draws, seeds 1-5 (scratch ``fb4.py``): min ESS
-    1990-3496 (mean 2558) as it was; 2600-4359 (mean 3046) with the metric
-    from the 500 rows and the step kept; 2128-3074 (mean 2552) with the
-    metric and then 50 iterations of dual averaging as in Stan's terminal
-    window (it settled on steps 5-18 % smaller at the same 7 leapfrog
-    steps, i.e. shorter trajectories); NUTS adapted over 1000 iterations
-    2480-3014 (the first four seeds, mean 2768)."""
+    Measured on the simulated logistic regression (N = 100000, d = 50, 5000
+    draws, seeds 10 and 11): NUTS adapted over 500 iterations had min ESS
+    3794 and 4770 against 6424 and 6918 adapted over 1000, at the same cost
+    per draw.  The rows added are the window's NUTS half (with a NUTS
+    exploration; every post-adaptation row with an HMC one): its HMC half
+    is exact too, but at a9a-60d's scales HMC's 125 rows held 4-12
+    effective samples against NUTS's 37-51, and rows that informative add
+    noise to a variance estimate weighted by row.  The step size is kept: a
+    re-tune over Stan's 50-iteration terminal window settled on 5-18 %
+    smaller steps and lost the gain (scratch ``fb4.py``, README)."""
     from ._base import regularized_metric, warmup_windows
     a = getattr(ctx, "adapted_from", None)
     if (a is None or not getattr(sampler, "adapt", False) or not isinstance(sampler.metric, str)
             or sampler.metric == "unit"):
         return None
-    rows = ctx.warm["draws"][a:ctx.run.n_warmup]
-    rows = rows[np.all(np.isfinite(rows), axis=1)]
     start, ends = warmup_windows(a)
-    last = ends[-1] - (ends[-2] if len(ends) > 1 else start) if ends else 0
-    if rows.shape[0] <= max(last, 2 * rows.shape[1] if sampler.metric == "dense" else 10):
+    if not ends:
+        return None
+    w0 = ends[-2] if len(ends) > 1 else start
+    windows = getattr(ctx, "exact_windows", None) or {}
+    b0, b1 = windows["nuts"][:2] if "nuts" in windows else (a, ctx.run.n_warmup)
+    draws = ctx.warm["draws"]
+    rows = np.concatenate([draws[w0:ends[-1]], draws[b0:b1]])
+    rows = rows[np.all(np.isfinite(rows), axis=1)]
+    if b1 <= b0 or rows.shape[0] <= (2 * rows.shape[1] if sampler.metric == "dense" else 10):
         return None
     ctx.chain.set_inv_metric(regularized_metric(rows, sampler.metric))
-    return {"metric_rows": int(rows.shape[0]), "last_window_rows": int(last)}
+    return {"metric_rows": int(rows.shape[0]), "last_window_rows": int(ends[-1] - w0),
+            "exploration_rows": int(b1 - b0)}
 
 
 def paid_seconds(run):
