@@ -228,6 +228,43 @@ def test_a_fallback_re_estimates_the_metric_from_the_exploration_s_later_rows(me
     assert np.all(np.abs(z) < 4.5), z
 
 
+@pytest.mark.no_regret_default
+def test_nnghmc_s_trial_fallback_re_estimates_the_burn_in_metric(monkeypatch):
+    """NNgHMC adapts in its burn-in (a fifth of the warm-up: Stan's last
+    window there is 50 draws of 1000).  After its trials fail, the kept
+    draws' metric is re-estimated from that window and the exploration's
+    NUTS rows (tree depth >= 1).  The cost and retraining checks pass and
+    every trial fails here by fiat, to reach that path on a cheap target."""
+    rng = np.random.default_rng(0)
+    sd = np.exp(rng.uniform(np.log(0.1), np.log(10.0), 50))
+    target = fs.models.Gaussian(np.zeros(50), np.diag(sd ** 2))
+    monkeypatch.setattr(fs.NNGHMC, "cost_check", lambda self, run, Q=None: None)
+    monkeypatch.setattr(fs.NNGHMC, "retraining_check", lambda self, run, n, last: None)
+    monkeypatch.setattr(fs.NNGHMC, "trial", lambda self, run, t: False)
+    res = fs.sample(target, "nnghmc", n_draws=300, n_warmup=1000, chains=1, seed=5,
+                    n_hidden=8, progress=False, trainer_options={"max_iter": 5})
+    fb = res.info.get("fallback")
+    assert fb and fb["reason"].startswith("trial"), res.info.keys()
+    W, depth = res.warmup_draws[0], res.warmup_stats["tree_depth"][0]
+    stage = res.info["warmup_stage"]
+    later = np.flatnonzero((stage == 1) & (depth >= 1))
+    assert later.size > 300 and np.all(later >= 200)
+    assert fb["metric_refit"][0] == {"metric_rows": 50 + later.size, "last_window_rows": 50,
+                                     "exploration_rows": later.size}
+
+    def error(inv_metric):
+        return float(np.mean((np.asarray(inv_metric).ravel() / sd ** 2 - 1.0) ** 2))
+
+    from fastsurrogate.samplers._base import regularized_metric
+    before = regularized_metric(W[100:150], "diag")          # the burn-in's last window
+    after = regularized_metric(np.concatenate([W[100:150], W[later]]), "diag")
+    assert np.allclose(np.asarray(res.inv_metric[0]).ravel(), after)
+    # (seeds 1-6: ratio 0.09-0.16)
+    assert error(after) < 0.4 * error(before), (error(after), error(before))
+    z = res.draws.mean(axis=(0, 1)) / diagnostics.mcse_mean(res.draws)
+    assert np.all(np.abs(z) < 4.5), z
+
+
 # -- the decision's arithmetic (no timing: figures are given) -------------------
 
 def _ar1(n, phi, seed, dim=2):

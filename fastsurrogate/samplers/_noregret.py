@@ -73,8 +73,8 @@ is that chosen exact sampler.  The rule, in two checks:
 
 A fallback sets ``result.info["fallback"] = {"reason": ..., "measured": {...}}``
 and the kept draws come from the chosen exact chain (NUTS or HMC), continued from
-where the chain is (step size as adapted; RNS-HMC, RNS-RMHMC and ARNS-HMC
-re-estimate the metric from the adaptation's last window and the
+where the chain is (step size as adapted; every surrogate sampler
+re-estimates the metric from the adaptation's last window and the
 exploration's later NUTS rows first, :func:`refit_fallback_metric`); a switch records the
 measurements in ``result.info["no_regret"]``.  Either way the draws are
 exact: the decision is made before the kept draws, on the warm-up's data.
@@ -465,12 +465,15 @@ def choose_exact(ctxs):
     return record
 
 
-def refit_fallback_metric(sampler, ctx):
+def refit_fallback_metric(sampler, ctx, later=None):
     """Before a fallback's kept draws: re-estimate the exact chain's metric
     (Stan's regularised estimator) from the adaptation's last window and the
     exploration's later rows of the same kernel, keeping its step size.
     Returns the record for ``info``, or None when nothing was done (no
-    metric adaptation, or no rows beyond the last window).
+    metric adaptation, or no rows beyond the last window).  The adaptation
+    ran over warm-up rows 0 .. ``ctx.adapted_from`` - 1; ``later``: the
+    indices of the later warm-up rows to add (default: the timed window's
+    NUTS half, or every row after the adaptation without one).
 
     Why: the exploration adapts over the first half of the warm-up only (the
     second half is the timed window and the training data), so its metric
@@ -495,16 +498,20 @@ def refit_fallback_metric(sampler, ctx):
     if not ends:
         return None
     w0 = ends[-2] if len(ends) > 1 else start
-    windows = getattr(ctx, "exact_windows", None) or {}
-    b0, b1 = windows["nuts"][:2] if "nuts" in windows else (a, ctx.run.n_warmup)
+    if later is None:
+        windows = getattr(ctx, "exact_windows", None) or {}
+        b0, b1 = windows["nuts"][:2] if "nuts" in windows else (a, ctx.run.n_warmup)
+        later = np.arange(b0, b1)
+    later = np.asarray(later, dtype=np.int64)
     draws = ctx.warm["draws"]
-    rows = np.concatenate([draws[w0:ends[-1]], draws[b0:b1]])
+    rows = np.concatenate([draws[w0:ends[-1]], draws[later]])
     rows = rows[np.all(np.isfinite(rows), axis=1)]
-    if b1 <= b0 or rows.shape[0] <= (2 * rows.shape[1] if sampler.metric == "dense" else 10):
+    if later.size == 0 or rows.shape[0] <= (2 * rows.shape[1] if sampler.metric == "dense"
+                                            else 10):
         return None
     ctx.chain.set_inv_metric(regularized_metric(rows, sampler.metric))
     return {"metric_rows": int(rows.shape[0]), "last_window_rows": int(ends[-1] - w0),
-            "exploration_rows": int(b1 - b0)}
+            "exploration_rows": int(later.size)}
 
 
 def paid_seconds(run):

@@ -319,6 +319,8 @@ class NNGHMC(HMC):
         try:
             if burn > 0:                                        # 1. burn-in, not recorded
                 self.exact_span(run, burn, record=False)
+            for ctx in run.ctxs:            # (a fallback re-estimates the metric there)
+                ctx.adapted_from = burn if self.no_regret else None
             if self.surrogate is not None:
                 if run.n_warmup > burn:
                     self.exact_span(run, run.n_warmup, record=False)
@@ -334,6 +336,9 @@ class NNGHMC(HMC):
             parallel = self.potential.thread_safe and (not switched or run.net.thread_safe)
             run.each_chain(lambda ctx: self.draw(ctx, switched), run.n_draws, self.method,
                            parallel)                            # 4. sample
+            if not switched and run.info.get("fallback") is not None:
+                run.info["fallback"]["metric_refit"] = [getattr(c, "refit", None)
+                                                        for c in run.ctxs]
         finally:
             for ctx in run.ctxs:
                 ctx.recorder.active = False
@@ -508,6 +513,7 @@ class NNGHMC(HMC):
 
         def worker(ctx):
             ctx.recorder.active = False
+            ctx.adapted_from = None         # adapted again: no refit (draw)
             with ctx.phase("warmup"), ctx.phase("burn_in"):
                 self.warmup(ctx.exact, ctx.warm, ctx, n, key="warmup", offset=row0)
             ctx.chain = ctx.exact
@@ -586,6 +592,14 @@ class NNGHMC(HMC):
             chain.step_size = ctx.exact.step_size
             chain.set_inv_metric(ctx.exact.inv_metric)
             ctx.chain = chain
+            # the burn-in (burn_in of n_warmup) adapted the metric on few draws:
+            # re-estimate it with the exploration's NUTS rows (its exact HMC
+            # rows, tree depth 0, mix worse; all of them with an HMC exploration)
+            run = ctx.run
+            later = np.flatnonzero(run.stage[:run.row] == STAGE_EXPLORE)
+            if self.explore_with == "nuts":
+                later = later[ctx.warm["tree_depth"][later] >= 1]
+            ctx.refit = _noregret.refit_fallback_metric(self, ctx, later)
         with ctx.phase("sample"):
             ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
 
