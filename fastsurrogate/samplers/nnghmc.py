@@ -142,7 +142,10 @@ class NNGHMC(HMC):
         (half NUTS, half exact HMC at NUTS's step size and metric;
         ``info["no_regret"]["exact"]``); when no switch happens the draws
         come from that exact sampler and ``result.info["fallback"]`` says
-        why.  False: the paper's schedule
+        why (after a cost or retraining check its step size and metric are
+        adapted again over the warm-up left; after failed trials its metric
+        is re-estimated from the burn-in's last window and the exploration's
+        NUTS rows).  False: the paper's schedule
         (exploration with HMC by default), bit-reproducible.
     **hmc_options
         step_size, n_steps, random_n_steps, metric, adapt, target_accept,

@@ -188,7 +188,10 @@ class RNSHMC(HMC):
         exact sampler of the exploration's last, timed window (half NUTS,
         half exact HMC at NUTS's step size and metric;
         ``info["no_regret"]["exact"]``); otherwise keep drawing with that
-        exact chain and say why in ``result.info["fallback"]``.  The decision is made on
+        exact chain (its metric re-estimated from the adaptation's last
+        window and the window's NUTS rows,
+        :func:`~fastsurrogate.samplers._noregret.refit_fallback_metric`)
+        and say why in ``result.info["fallback"]``.  The decision is made on
         measured wall-clock time, so two runs with the same seed may decide
         differently (given the decision, the draws are reproducible).
         False: the paper's algorithm, always switching (exploration with
