@@ -435,7 +435,7 @@ class RNSHMC(HMC):
         n_warmup = ctx.run.n_warmup
         n_adapt = self._n_adapt(n_warmup)
         drive = {}
-        capacity = getattr(ctx.run, "record_capacity", 0)       # 0 for ARNS-HMC's calls
+        capacity = getattr(ctx.run, "record_capacity", 0)
         if capacity:
             ctx.recorder = ctx.track(RecordingPotential(
                 self.potential, capacity, decimate=True, need_value=True))
