@@ -35,7 +35,8 @@ from ..surrogates._online import OnlineLayerHook, SMWTrainer
 from ..surrogates.online import OnlineOutputLayer, with_bias, set_output_weights
 from ..surrogates.random_network import train_random_network
 from ._base import check_int, check_int_or_auto, check_number
-from .rns_hmc import RNSHMC, quadratic_count, surrogate_seed, trajectory_points
+from .rns_hmc import (RNSHMC, quadratic_count, recorder_capacity, surrogate_seed,
+                      trajectory_points)
 from . import _noregret
 
 __all__ = ["ARNSHMC"]
@@ -300,12 +301,7 @@ class ARNSHMC(RNSHMC):
         """This chain's kept draws from its exploration's exact chain, continued."""
         ctx.fallback = record
         ctx.no_regret["switched"] = False
-        position = ctx.chain.position
-        ctx.chain = ctx.exact_chain
-        ctx.chain.set_position(position)
-        record["metric_refit"] = _noregret.refit_fallback_metric(self, ctx)
-        with ctx.phase("sample"):
-            ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
+        record["metric_refit"] = self._draw_exact(ctx)
 
     def finish(self, run):
         ctxs = run.ctxs
@@ -338,7 +334,7 @@ class ARNSHMC(RNSHMC):
         if self.start_kind != "trajectory":
             return 0
         need = quadratic_count(self.potential.dim)
-        return int(max(16, min(4 * need, 2 ** 26 // (16 * self.potential.dim))))
+        return recorder_capacity(4 * need, self.potential.dim)
 
     def start_set(self, ctx):
         """This chain's start set (Q, U): its last n_start exploration states,

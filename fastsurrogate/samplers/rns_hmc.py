@@ -398,10 +398,8 @@ class RNSHMC(HMC):
         if self.training == "auto" and (self.base is not None
                                         or run.chains * (run.n_warmup - start) >= need):
             return 0
-        # pooled: between 2 and 4 times the count after decimation, in at most
-        # 64 MB of recorded q and gradient per chain
-        per_chain = -(-4 * need // run.chains)
-        return int(max(16, min(per_chain, 2 ** 26 // (16 * self.potential.dim))))
+        # pooled: between 2 and 4 times the count after decimation
+        return recorder_capacity(-(-4 * need // run.chains), self.potential.dim)
 
     def _record_span(self, ctx, chain, trace, a, b, key="warmup"):
         """Rows a..b-1 of the exploration, the recorder on from row
@@ -583,15 +581,22 @@ class RNSHMC(HMC):
         run.info.setdefault("guard_events", [])
 
         def worker(ctx):
-            position = ctx.chain.position
-            ctx.chain = ctx.exact_chain
-            ctx.chain.set_position(position)
-            ctx.refit = _noregret.refit_fallback_metric(self, ctx)
-            with ctx.phase("sample"):
-                ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
+            ctx.refit = self._draw_exact(ctx)
 
         run.each_chain(worker, run.n_draws, "exact", parallel=self.potential.thread_safe)
         record["metric_refit"] = [getattr(c, "refit", None) for c in run.ctxs]
+
+    def _draw_exact(self, ctx):
+        """One chain's kept draws after a fallback: the exploration's chosen
+        exact chain, moved to where the chain is, its metric re-estimated
+        (:func:`_noregret.refit_fallback_metric`); returns the refit record."""
+        position = ctx.chain.position
+        ctx.chain = ctx.exact_chain
+        ctx.chain.set_position(position)
+        refit = _noregret.refit_fallback_metric(self, ctx)
+        with ctx.phase("sample"):
+            ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
+        return refit
 
     def start_transitions(self, ctx, drive):
         """The sampling chain with surrogate transitions, tuned before the kept draws."""
@@ -700,6 +705,12 @@ class RNSHMC(HMC):
                      random_n_steps=self.random_n_steps, inv_metric=chain.inv_metric,
                      max_energy_error=self.max_energy_error,
                      delayed_acceptance=self.delayed_acceptance and drive is not self.potential)
+
+
+def recorder_capacity(points, dim):
+    """Points a decimating trajectory recorder keeps: ``points``, at least 16
+    and at most what 64 MB of recorded q and gradient hold."""
+    return int(max(16, min(points, 2 ** 26 // (16 * dim))))
 
 
 def trajectory_points(recorders, U_states, dim):
