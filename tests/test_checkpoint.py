@@ -334,17 +334,24 @@ def test_gradient_network_round_trip(tmp_path):
     assert np.array_equal(back.get_params(), net.get_params())
 
 
-@pytest.mark.parametrize("ridge", [0.0, 1e-3])
-def test_online_output_layer_round_trip(tmp_path, ridge):
-    """Greville (ridge 0) and SMW layers: loaded, they absorb more points
-    exactly as the saved one does."""
+@pytest.mark.parametrize("ridge, centred", [(0.0, False), (1e-3, False), (1e-3, True)])
+def test_online_output_layer_round_trip(tmp_path, ridge, centred):
+    """Greville (ridge 0) and SMW layers, rows centred or not: loaded, they
+    absorb more points exactly as the saved one does."""
     from fastsurrogate.surrogates.online import OnlineOutputLayer
     rng = np.random.default_rng(0)
     H, y = rng.normal(size=(40, 12)), rng.normal(size=40)
-    layer = OnlineOutputLayer(H, y, ridge, 5, 0)
+    centre = rng.normal(size=11) if centred else None
+    layer = OnlineOutputLayer(H, y, ridge, 5, 0, centre=centre)
     fs.surrogates.save(layer, tmp_path / "layer.npz")
     back = fs.surrogates.load(tmp_path / "layer.npz")
     assert bitwise(back.weights, layer.weights) and back.n_seen == 40
+    if centred:
+        assert bitwise(back.centre, centre)
+        F = rng.normal(size=(3, 11))
+        assert bitwise(back.rows(F), layer.rows(F)) and bitwise(layer.rows(F)[:, :-1], F - centre)
+    else:
+        assert back.centre is None
     H2, y2 = rng.normal(size=(10, 12)), rng.normal(size=10)
 
     def data():

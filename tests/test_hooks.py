@@ -200,8 +200,9 @@ def test_vhmc_auto_training_checks_once_per_window(monkeypatch):
 # ---- ARNS-HMC's online layer ---------------------------------------------------
 
 def _arns_python(s, trace, ctx_chain, net, layer, offset, Q, U, n, block, exponent, max_points):
-    """ARNS-HMC's adapt-and-sample loop before the hook (proposals feed the trainer)."""
-    from fastsurrogate.surrogates.online import with_bias as _with_bias, set_output_weights as _set_weights
+    """ARNS-HMC's adapt-and-sample loop before the hook (proposals feed the trainer;
+    rows centred at ``layer.centre`` when it is set)."""
+    from fastsurrogate.surrogates.online import set_output_weights as _set_weights
     chain, gen = ctx_chain, ctx_chain.generator
     hist_Q, hist_U, switches = [Q], [U], []
     t = i = 0
@@ -217,27 +218,30 @@ def _arns_python(s, trace, ctx_chain, net, layer, offset, Q, U, n, block, expone
         hist_Q.append(Qn)
         hist_U.append(Un)
         if Qn.shape[0]:
-            layer.absorb(_with_bias(net.features(Qn)), Un - offset,
-                         lambda: (_with_bias(net.features(np.concatenate(hist_Q))),
+            layer.absorb(layer.rows(net.features(Qn)), Un - offset,
+                         lambda: (layer.rows(net.features(np.concatenate(hist_Q))),
                                   np.concatenate(hist_U) - offset))
         ts = np.arange(t + 1, t + (i - first) + 1, dtype=float)
         t += i - first
         if max_points is not None and layer.n_seen >= max_points:
-            _set_weights(net, layer.weights, offset)
+            _set_weights(net, layer.weights, offset, layer.centre)
             switches.append(i)
             stopped = i
             break
         if gen.uniform() < 1.0 - np.prod(1.0 - ts ** (-exponent)):
-            _set_weights(net, layer.weights, offset)
+            _set_weights(net, layer.weights, offset, layer.centre)
             switches.append(i)
     if stopped is not None and i < n:
         chain.run(trace, i, n - i)
     return switches, stopped
 
 
-@pytest.mark.parametrize("ridge, resync_every, max_points", [
-    (1e-6, 0, None), (1e-6, 60, None), (0.0, 0, None), (0.0, 45, 230), (1e-6, 0, 180)])
-def test_online_layer_hook_matches_the_python_loop_bit_for_bit(ridge, resync_every, max_points):
+@pytest.mark.parametrize("ridge, resync_every, max_points, centred", [
+    (1e-6, 0, None, False), (1e-6, 60, None, False), (0.0, 0, None, False),
+    (0.0, 45, 230, False), (1e-6, 0, 180, False), (1e-6, 60, None, True),
+    (0.0, 45, 230, True)])
+def test_online_layer_hook_matches_the_python_loop_bit_for_bit(ridge, resync_every, max_points,
+                                                                centred):
     from fastsurrogate.surrogates.online import (OnlineOutputLayer as _OnlineLayer, with_bias as _with_bias,
                                                   set_output_weights as _set_weights)
     from fastsurrogate.surrogates._online import OnlineLayerHook, HOOK_STOPPED
@@ -252,20 +256,24 @@ def test_online_layer_hook_matches_the_python_loop_bit_for_bit(ridge, resync_eve
     for use_hook in (False, True):
         net = train_random_network(Q, U, n_hidden=30, seed=4)
         offset = float(U.min())
-        layer = _OnlineLayer(_with_bias(net.features(Q)), U - offset, ridge, block, resync_every)
-        _set_weights(net, layer.weights, offset)
+        F = net.features(Q)
+        centre = F.mean(axis=0) if centred else None
+        layer = _OnlineLayer(_with_bias(F if centre is None else F - centre), U - offset, ridge,
+                             block, resync_every, centre=centre)
+        _set_weights(net, layer.weights, offset, centre)
         chain = Chain(net, model, Q[-1], np.random.default_rng(9), step_size=0.05, n_steps=8)
         trace = new_trace(n, 3, proposals=True)
         if use_hook:
             hook = OnlineLayerHook(net, layer.trainer, offset, block, expo, n, Q, U,
-                                   max_points=max_points, resync_every=resync_every)
+                                   max_points=max_points, resync_every=resync_every,
+                                   centre=centre)
             i, pauses = 0, 0
             while i < n:
                 n_done, status = chain.run(trace, i, n - i, None, hook)
                 i += n_done
                 if hook.pending:
                     Qh, Uh = hook.history()
-                    layer.resolve(_with_bias(net.features(Qh)), Uh - offset)
+                    layer.resolve(layer.rows(net.features(Qh)), Uh - offset)
                     hook.finish_block()
                     pauses += 1
                 else:

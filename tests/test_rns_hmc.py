@@ -287,6 +287,64 @@ def test_auto_training_takes_the_states_when_they_are_enough():
     assert c.info["training_set"]["kind"] == "states" and c.info["n_train"] == 20
 
 
+def test_arns_online_layer_starts_from_the_batch_fit(monkeypatch):
+    # ARNS-HMC hands the batch-fitted network to its online trainer, whose
+    # first solve sets the output weights.  From trajectory points it must
+    # solve the batch's ridge problem (the same relative penalty on the same
+    # scale, on centred rows), not a more penalised one.  With max_points at
+    # most the start set no update follows, so the run's network is that
+    # first solve.  (Until 2026-11 the penalty was scaled by the uncentred
+    # rows' squared norm, 1e2-1e5 times the batch's: on the states of this
+    # problem the RMSE on the start points was then 16-29x the batch fit's,
+    # seeds 4-6, input scales 0.5 and 0.05; with the batch's penalty
+    # 0.92-1.32x, at RMSEs of 4e-5 to 3e-3.)
+    from fastsurrogate.samplers.arns_hmc import ARNSHMC, online_penalty
+    from fastsurrogate.surrogates.online import OnlineOutputLayer, with_bias
+    from fastsurrogate.surrogates.random_network import train_random_network
+    X, y, _ = fs.datasets.simulate_logistic(5000, 10, seed=2)
+    m = fs.models.LogisticRegression(X, y, prior_sd=10.0)
+    seen = []
+    start_set = ARNSHMC.start_set
+
+    def recording(self, ctx):
+        out = start_set(self, ctx)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(ARNSHMC, "start_set", recording)
+    for scale in (0.5, 0.05):
+        seen.clear()
+        res = fs.sample(m, method="arns-hmc", n_draws=20, n_warmup=300, chains=1, seed=4,
+                        progress=False, no_regret=False, n_hidden=300, n_start=2,
+                        max_points=2, input_scale=scale, training="trajectory")
+        assert res.info["training_set"][0]["kind"] == "trajectory"
+        assert res.info["adaptation_stopped"] == [0]
+        net = res.info["surrogates"][0]
+        (Q, U), = seen
+        assert Q.shape[0] >= 2 * 66
+        rmse = np.sqrt(np.mean((np.array([net.value(q) for q in Q]) - U) ** 2))
+        assert rmse <= 2.0 * net.info["train_rmse"] + 1e-9, (scale, rmse, net.info)
+    # the layer itself, on a larger set: its first solve fits U as well as
+    # the batch fit (centred rows, the batch's penalty), the old penalty on
+    # uncentred rows did not
+    Q = res.warmup_draws[0]
+    U = np.array([m.value(q) for q in Q])
+    for scale, ridge in ((0.05, 1e-10), (0.5, 1e-8), (1.0, 1e-6)):
+        net = train_random_network(Q, U, n_hidden=300, input_scale=scale, ridge=ridge, seed=1)
+        F = net.features(Q)
+        centre = F.mean(axis=0)
+        layer = OnlineOutputLayer(with_bias(F - centre), U - U.min(), online_penalty(F, ridge),
+                                  10, 0, centre=centre)
+        fit = np.sqrt(np.mean((layer.rows(F) @ layer.weights + U.min() - U) ** 2))
+        H = with_bias(F)
+        old = OnlineOutputLayer(H, U - U.min(), max(ridge, 1e-8) * np.mean(np.sum(H * H, axis=1)),
+                                10, 0)
+        old_fit = np.sqrt(np.mean((H @ old.weights + U.min() - U) ** 2))
+        # the same bar: the batch's penalty passes it, the old penalty fails it
+        assert fit <= 2.0 * net.info["train_rmse"] + 1e-9, (scale, fit, net.info["train_rmse"])
+        assert old_fit > 2.0 * net.info["train_rmse"], (scale, old_fit, net.info["train_rmse"])
+
+
 def test_arns_starts_from_trajectory_points_when_states_are_few():
     # d = 20: the 200 start states are fewer than a quadratic's 231
     # coefficients; "auto" starts each chain's network from its own
@@ -313,8 +371,10 @@ def test_arns_starts_from_trajectory_points_when_states_are_few():
         return np.median(np.linalg.norm(e, axis=1) / np.linalg.norm(
             [m.grad(q) - m.grad(qs.mean(axis=0)) for q in qs], axis=1))
 
-    # (seeds 3-5: errors 0.06-0.07 against 0.22-0.34, acceptance 0.83-0.86
-    # against 0.53-0.58)
+    # (seeds 3-5: errors 0.007-0.008 against 0.22-0.34, acceptance 0.87-0.90
+    # against 0.48-0.59; before the trajectory start took RNS-HMC's "auto"
+    # input scale and ridge and the batch fit's online penalty: errors
+    # 0.06-0.07, acceptance 0.83-0.86)
     for c in range(2):
         e_states, e_traj = grad_error(states, c), grad_error(traj, c)
         assert e_traj < 0.5 * e_states, (c, e_traj, e_states)

@@ -57,12 +57,24 @@ class ARNSHMC(RNSHMC):
     online_ridge : float or None
         0: Greville's pseudo-inverse recursion (the paper's Proposition 1);
         > 0: recursive ridge least squares with that absolute penalty; None
-        (default): ridge least squares with the batch trainer's relative
-        penalty ``ridge`` times the mean squared feature norm of the start
-        set.  Random features of a low-dimensional q are nearly collinear, and
-        the pure pseudo-inverse then amplifies rounding; a tiny ridge keeps
-        the recursion stable.  If an update still breaks down numerically,
-        the output layer is re-solved in batch from every point seen.
+        (default): with a start set of trajectory points (``training``),
+        the batch fit's penalty (:func:`online_penalty`: its relative
+        ``ridge``, at least 1e-12, on its scale) on rows of hidden features
+        centred at the start set's mean (a fixed centre; the bias absorbs
+        it), so the online layer starts from the batch fit and goes on
+        adding points; with the paper's start set of states, the batch
+        trainer's relative ``ridge`` (at least 1e-8) times the mean squared
+        norm of the uncentred rows, a penalty 1e2-1e5 times the batch
+        fit's, which the fixed input scale and ridge of that start were
+        tuned with and which keeps its recursion stable (random features of
+        a low-dimensional q are nearly collinear, and the batch fit's
+        penalty let one chain's recursion blow up on posteriordb's garch11,
+        d = 4).  On Bank Marketing's trajectory points the larger penalty
+        raised the network's RMSE on its start points from 0.048 (the
+        batch fit) to 2.0 and ARNS-HMC failed its no-regret trial; with the
+        batch fit's it switched (2.2x and 3.4x NUTS's min ESS/s, seeds 1,
+        2).  If an update still breaks down numerically, the output layer
+        is re-solved in batch from every point seen.
     resync_every : int
         Re-solve the output layer by a batch solve over all points every
         this many updates (0: never); bounds rounding drift.
@@ -125,12 +137,7 @@ class ARNSHMC(RNSHMC):
         if options.get("base") is not None:
             raise ValueError("ARNS-HMC has no base option: its online trainer fits U itself")
         options.setdefault("guard", None)
-        # the start set is small (n_start points): a held-out choice of the
-        # input scale on a fifth of it is unreliable, so fixed values are the
-        # default (measured on the paper's logistic regression; "auto" made
-        # the online phase collapse there)
-        options.setdefault("input_scale", 0.5)
-        options.setdefault("ridge", 1e-8)
+        fit_defaulted = {k: k not in options for k in ("input_scale", "ridge")}
         training = options.setdefault("training", "auto")
         if training not in ("auto", "states", "trajectory"):
             raise ValueError("ARNS-HMC's training must be 'auto', 'states' or 'trajectory', "
@@ -150,6 +157,14 @@ class ARNSHMC(RNSHMC):
             # its online updates cost O(s^2) per point and its start set is
             # n_start points: the paper's s, not RNS-HMC's "auto"
             self.n_hidden = 1000
+        if self.start_kind == "states":
+            # n_start states: a held-out choice of the input scale on a fifth
+            # of them is unreliable, so fixed values (measured on the paper's
+            # logistic regression).  Trajectory points keep RNS-HMC's "auto".
+            if fit_defaulted["input_scale"]:
+                self.input_scale = 0.5
+            if fit_defaulted["ridge"]:
+                self.ridge = 1e-8
         self.update_every = check_int("update_every", update_every, 1)
         self.exponent = check_number("exponent", exponent)
         if not 0 < self.exponent <= 1:
@@ -364,14 +379,28 @@ class ARNSHMC(RNSHMC):
                                    ridge=self.ridge, standardize=self.standardize,
                                    input_scale=self.input_scale, seed=[seed, ctx.index])
         ctx.offset = float(U.min())
-        H = with_bias(net.features(Q))
+        F = net.features(Q)
         lam = self.online_ridge
-        if lam is None:
-            # at least 1e-8 relative: the recursion starts from P = I / lam
-            rel = max(net.info["ridge"], 1e-8)
-            lam = rel * float(np.mean(np.einsum("ij,ij->i", H, H)))
-        ctx.trainer = OnlineOutputLayer(H, U - ctx.offset, lam, self.update_every, self.resync_every)
-        set_output_weights(net, ctx.trainer.weights, ctx.offset)
+        if self.start_kind == "trajectory":
+            # centred rows and the batch fit's penalty: the layer starts from the batch fit
+            centre = F.mean(axis=0)
+            H = with_bias(F - centre)
+            if lam is None:
+                lam = online_penalty(F, net.info["ridge"])
+        else:
+            # the paper's start (n_start states, fixed input scale and ridge,
+            # tuned with this penalty): uncentred rows, the penalty at least
+            # 1e-8 times their mean squared norm, far above the batch fit's;
+            # the batch fit's penalty made the recursion blow up on
+            # posteriordb's garch11 (d = 4, s = 200, 300 states: one chain's
+            # U error reached 1e47, 17 % of its iterations divergent)
+            centre = None
+            H = with_bias(F)
+            if lam is None:
+                lam = max(net.info["ridge"], 1e-8) * float(np.mean(np.einsum("ij,ij->i", H, H)))
+        ctx.trainer = OnlineOutputLayer(H, U - ctx.offset, lam, self.update_every,
+                                        self.resync_every, centre=centre)
+        set_output_weights(net, ctx.trainer.weights, ctx.offset, centre)
         ctx.net = net
         for obj in (net, ctx.trainer, ctx.trainer.trainer):    # saved with checkpoints
             ctx.track(obj)
@@ -395,7 +424,8 @@ class ARNSHMC(RNSHMC):
             hook = OnlineLayerHook(net, trainer.trainer, offset, self.update_every,
                                    self.exponent, n_draws, Q, U, max_points=self.max_points,
                                    resync_every=self.resync_every,
-                                   proposals=self.online_data == "proposals")
+                                   proposals=self.online_data == "proposals",
+                                   centre=trainer.centre)
             ctx.track(hook)
         else:
             ctx.stopped = 0                 # the start set already fills max_points
@@ -411,7 +441,7 @@ class ARNSHMC(RNSHMC):
             if hook is not None and hook.pending and not ctx.replayed:
                 # (a span replayed from a checkpoint: its saved state has the result)
                 Qh, Uh = hook.history()
-                trainer.resolve(with_bias(net.features(Qh)), Uh - offset)
+                trainer.resolve(trainer.rows(net.features(Qh)), Uh - offset)
                 hook.finish_block()
             ctx.clock.append((i, time.perf_counter() - t_start))
             if hook is not None:
@@ -421,6 +451,22 @@ class ARNSHMC(RNSHMC):
                     # the surrogate is fixed from here on: surrogate transitions
                     self.start_transitions(ctx, net)
                     hook = None
+
+
+def online_penalty(F, ridge):
+    """The online layer's absolute ridge penalty for start-set features F (n, s):
+    the batch trainer's, ``ridge`` times the centred features' sum of
+    squares over s, trace(Fc^T Fc) / s (as in ``_ridge_path``), so the
+    online layer starts from the batch fit; at least 1e-12 relative (the
+    batch's smallest).
+
+    Until 2026-11 it was max(ridge, 1e-8) times the mean squared norm of the
+    uncentred feature rows, a penalty 1e2-1e5 times the batch's (about
+    n / s times the features' second moment over their variance, times
+    1e-8 / ridge)."""
+    Fc = F - F.mean(axis=0)
+    scale = max(float(np.einsum("ij,ij->", Fc, Fc)) / F.shape[1], np.finfo(float).tiny)
+    return max(float(ridge), 1e-12) * scale
 
 
 def _span_errors(net, trace, start, stop, before):

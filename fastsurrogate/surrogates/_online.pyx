@@ -782,6 +782,7 @@ cdef struct _layer_state:
     int s, d, block
     int use_proposals
     double offset, exponent
+    const double *centre   # s: the features' centre (rows are h - centre), or NULL
     long max_points        # 0: no limit
     long resync_every
     long n_seen, since
@@ -810,10 +811,40 @@ cdef inline double *_layer_weights(_layer_state *st) noexcept nogil:
     return st.smw.v if st.smw != NULL else st.grev.v
 
 
+cdef inline double _centred_bias(const double *w, const double *centre, int s,
+                                 double offset) noexcept nogil:
+    """The network's output bias for layer weights w (s + 1: the last is the
+    bias) on centred rows (h - centre, 1): w[s] + offset - w[:s] . centre
+    (centre NULL: uncentred rows); a plain loop, so that the Python side
+    (:func:`centred_bias`) gives the same bits."""
+    cdef double acc = 0.0
+    cdef int i
+    if centre != NULL:
+        for i in range(s):
+            acc += w[i] * centre[i]
+    return (w[s] + offset) - acc
+
+
+def centred_bias(w, centre, double offset):
+    """The network's output bias for online-layer weights w (s + 1,) on rows
+    (h - centre, 1), with the targets' offset: w[-1] + offset - w[:-1] . centre
+    (centre None: w[-1] + offset).  The same arithmetic as the C hook."""
+    cdef cnp.ndarray wa = np.ascontiguousarray(w, dtype=np.float64)
+    cdef int s = wa.shape[0] - 1
+    cdef cnp.ndarray ca
+    if centre is None:
+        return _centred_bias(<const double *>cnp.PyArray_DATA(wa), NULL, s, offset)
+    ca = np.ascontiguousarray(centre, dtype=np.float64)
+    if ca.ndim != 1 or ca.shape[0] != s:
+        raise ValueError(f"centre must have shape ({s},), got {np.shape(centre)}")
+    return _centred_bias(<const double *>cnp.PyArray_DATA(wa),
+                         <const double *>cnp.PyArray_DATA(ca), s, offset)
+
+
 cdef inline void _layer_switch(_layer_state *st, int *refresh) noexcept nogil:
     cdef const double *w = _layer_weights(st)
     memcpy(<double *>st.net.v, w, sizeof(double) * st.s)
-    st.net.out_bias = w[st.s] + st.offset
+    st.net.out_bias = _centred_bias(w, st.centre, st.s, st.offset)
     st.switches[st.n_switches] = st.row
     st.n_switches += 1
     if st.refresh_on_switch and refresh != NULL:
@@ -834,7 +865,11 @@ cdef int _layer_absorb(_layer_state *st) noexcept nogil:
             st.H[j * s1 + i] = 0.0
         st.y[j] = 0.0
     for j in range(n):
-        memcpy(st.H + j * s1, st.F + j * s, sizeof(double) * s)
+        if st.centre != NULL:
+            for i in range(s):
+                st.H[j * s1 + i] = st.F[j * s + i] - st.centre[i]
+        else:
+            memcpy(st.H + j * s1, st.F + j * s, sizeof(double) * s)
         st.H[j * s1 + s] = 1.0
         st.y[j] = st.ubuf[j] - st.offset
     memcpy(st.hist_Q + st.n_hist * d, st.Qbuf, sizeof(double) * n * d)
@@ -914,7 +949,9 @@ cdef class OnlineLayerHook(ChainHook):
     updates), then one coin with probability 1 - prod(1 - t^-exponent) over
     the block's iterations t, drawn from the chain's own stream, decides
     whether the network takes the trainer's weights (v = w[:-1], out_bias =
-    w[-1] + offset).  With ``max_points`` the updates stop once the trainer
+    w[-1] + offset - v . centre: with ``centre`` (s,) the trainer's rows are
+    (h - centre, 1), the features centred on a fixed point, the start set's
+    mean, which keeps the normal equations well conditioned; None: (h, 1)).  With ``max_points`` the updates stop once the trainer
     has seen that many points: the network takes the final weights and the
     run pauses (status HOOK_STOPPED) once, for the caller's records.
 
@@ -929,11 +966,11 @@ cdef class OnlineLayerHook(ChainHook):
     cdef _layer_state st
     cdef readonly RandomNetwork net
     cdef readonly object trainer
-    cdef cnp.ndarray _Qbuf, _ubuf, _F, _H, _y, _hist_Q, _hist_U, _switches
+    cdef cnp.ndarray _Qbuf, _ubuf, _F, _H, _y, _hist_Q, _hist_U, _switches, _centre
 
     def __init__(self, RandomNetwork net not None, trainer, double offset, int block,
                  double exponent, long end_row, Q0, U0, max_points=None, long resync_every=0,
-                 bint proposals=True, bint refresh_on_switch=False):
+                 bint proposals=True, bint refresh_on_switch=False, centre=None):
         cdef int s = net.net.n_hidden, d = net.net.dim
         if block < 1 or end_row < 0 or resync_every < 0:
             raise ValueError("block must be >= 1, end_row and resync_every >= 0")
@@ -975,6 +1012,10 @@ cdef class OnlineLayerHook(ChainHook):
         self.st.s, self.st.d, self.st.block = s, d, block
         self.st.use_proposals = proposals
         self.st.offset, self.st.exponent = offset, exponent
+        self.st.centre = NULL
+        if centre is not None:
+            self._centre = _as_float_array(centre, "centre", (s,)).copy()
+            self.st.centre = <const double *>cnp.PyArray_DATA(self._centre)
         self.st.max_points = mp
         self.st.resync_every = resync_every
         self.st.n_seen = n0

@@ -103,6 +103,8 @@ def _save_layer(layer, path):
             "n_hidden": int(tr.n_hidden), "trainer": sc}
     if kind == "greville":
         head["tol"] = float(tr.tol)
+    if getattr(layer, "centre", None) is not None:
+        arr = dict(arr, layer_centre=layer.centre)
     write_npz(path, {"format": FORMAT, "version": VERSION,
                      "object": {"cls": "OnlineOutputLayer", "layer": head}}, arr)
 
@@ -114,6 +116,7 @@ def _load_layer(head, arrays):
     layer.ridge, layer.block = head["ridge"], head["block"]
     layer.resync_every, layer.n_resolves = head["resync_every"], head["n_resolves"]
     layer._since, layer.n_seen = head["since"], head["n_seen"]
+    layer.centre = np.array(arrays["layer_centre"]) if "layer_centre" in arrays else None
     if head["kind"] == "smw":
         layer._smw = SMWTrainer(head["n_hidden"], head["block"], head["ridge"])
         layer._greville = None

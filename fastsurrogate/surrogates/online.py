@@ -4,7 +4,7 @@ recursion) with a constant feature for the bias, and its batch re-solve."""
 import numpy as np
 
 from ..core._potential import TrainingError
-from ._online import GrevilleTrainer, SMWTrainer
+from ._online import GrevilleTrainer, SMWTrainer, centred_bias
 
 __all__ = ["OnlineOutputLayer", "with_bias", "set_output_weights"]
 
@@ -19,13 +19,23 @@ class OnlineOutputLayer:
     A numerical breakdown, or ``resync_every`` points, triggers a batch
     re-solve from every point seen (``data()`` supplies them).
 
+    ``centre`` (s,), optional: the rows H are (h - centre, 1), the hidden
+    features h shifted by a fixed centre (ARNS-HMC: the start set's mean
+    features; :meth:`rows` builds them).  The features of a random network
+    share a large common component, and on uncentred rows the normal
+    equations' condition number grows by the features' second moment over
+    their variance; centring once, at a point that stays fixed, keeps the
+    least squares the same (the bias column absorbs the shift) and
+    conditioned like the batch trainer's.
+
     ARNS-HMC runs the updates in C (``OnlineLayerHook`` on this layer's
     ``trainer``) and calls :meth:`resolve` when the hook pauses; :meth:`absorb`
     is the same update in Python, the reference the hook is tested against.
     """
 
-    def __init__(self, H, y, ridge, block, resync_every):
+    def __init__(self, H, y, ridge, block, resync_every, centre=None):
         self.ridge, self.block, self.resync_every = ridge, block, resync_every
+        self.centre = None if centre is None else np.array(centre, dtype=float)
         self.n_resolves = 0
         self._since = 0
         if ridge > 0:
@@ -40,6 +50,11 @@ class OnlineOutputLayer:
     @property
     def weights(self):
         return self.trainer.weights
+
+    def rows(self, F):
+        """The trainer's rows (n, s + 1) for hidden features F (n, s): (F - centre, 1)."""
+        F = np.asarray(F, dtype=float)
+        return with_bias(F if self.centre is None else F - self.centre)
 
     @property
     def trainer(self):
@@ -88,7 +103,9 @@ def with_bias(H):
     return np.hstack([H, np.ones((H.shape[0], 1))])
 
 
-def set_output_weights(net, w, offset):
-    """Write layer weights w (s + 1,: the last is the bias) into `net`, its bias shifted by offset."""
+def set_output_weights(net, w, offset, centre=None):
+    """Write layer weights w (s + 1,: the last is the bias) into `net`, its
+    bias shifted by offset (and by -w[:-1] . centre for rows centred at
+    ``centre``, as :class:`OnlineOutputLayer` builds them)."""
     net.output_weights = w[:-1]
-    net.out_bias = float(w[-1]) + offset
+    net.out_bias = centred_bias(w, centre, offset)
