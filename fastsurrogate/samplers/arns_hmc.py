@@ -32,7 +32,7 @@ import numpy as np
 from ..core._hmc import new_trace
 from ..core._blas_threads import blas_threads
 from ..surrogates._online import OnlineLayerHook, SMWTrainer
-from ..surrogates.online import OnlineOutputLayer, with_bias, set_output_weights
+from ..surrogates.online import OnlineOutputLayer, centred_rows, with_bias, set_output_weights
 from ..surrogates.random_network import train_random_network
 from ._base import check_int, check_int_or_auto, check_number
 from .rns_hmc import (RNSHMC, quadratic_count, recorder_capacity, surrogate_seed,
@@ -384,7 +384,7 @@ class ARNSHMC(RNSHMC):
         if self.start_kind == "trajectory":
             # centred rows and the batch fit's penalty: the layer starts from the batch fit
             centre = F.mean(axis=0)
-            H = with_bias(F - centre)
+            H = centred_rows(F, centre)
             if lam is None:
                 lam = online_penalty(F, net.info["ridge"])
         else:
@@ -395,7 +395,7 @@ class ARNSHMC(RNSHMC):
             # posteriordb's garch11 (d = 4, s = 200, 300 states: one chain's
             # U error reached 1e47, 17 % of its iterations divergent)
             centre = None
-            H = with_bias(F)
+            H = centred_rows(F, None)
             if lam is None:
                 lam = max(net.info["ridge"], 1e-8) * float(np.mean(np.einsum("ij,ij->i", H, H)))
         ctx.trainer = OnlineOutputLayer(H, U - ctx.offset, lam, self.update_every,

@@ -6,7 +6,7 @@ import numpy as np
 from ..core._potential import TrainingError
 from ._online import GrevilleTrainer, SMWTrainer, centred_bias
 
-__all__ = ["OnlineOutputLayer", "with_bias", "set_output_weights"]
+__all__ = ["OnlineOutputLayer", "with_bias", "centred_rows", "set_output_weights"]
 
 
 class OnlineOutputLayer:
@@ -53,8 +53,7 @@ class OnlineOutputLayer:
 
     def rows(self, F):
         """The trainer's rows (n, s + 1) for hidden features F (n, s): (F - centre, 1)."""
-        F = np.asarray(F, dtype=float)
-        return with_bias(F if self.centre is None else F - self.centre)
+        return centred_rows(F, self.centre)
 
     @property
     def trainer(self):
@@ -101,6 +100,13 @@ def _blocks(H, y, k):
 def with_bias(H):
     """Feature rows H (n, s) with a constant column appended (the output bias)."""
     return np.hstack([H, np.ones((H.shape[0], 1))])
+
+
+def centred_rows(F, centre):
+    """Layer rows (n, s + 1) for hidden features F (n, s): (F - centre, 1),
+    or (F, 1) when ``centre`` is None."""
+    F = np.asarray(F, dtype=float)
+    return with_bias(F if centre is None else F - centre)
 
 
 def set_output_weights(net, w, offset, centre=None):
