@@ -254,8 +254,9 @@ class ARNSHMC(RNSHMC):
         as for :meth:`RNSHMC.no_regret_trial`."""
         n = self.trial_length
         trial = new_trace(n * _noregret.MAX_TRIAL_ROUNDS, self.potential.dim)
-        a, b, t_exact = ctx.exact_rows
-        explore_acc = float(ctx.warm["accept_prob"][a:b].mean()) if b > a else None
+        exact, t_exact = _noregret.exact_sample([ctx])
+        rows = ctx.exact_rows[0]
+        explore_acc = float(ctx.warm["accept_prob"][rows].mean()) if rows.size else None
         seconds = [0.0]
         with ctx.phase("trial"):
             update = self.update_seconds(ctx)
@@ -269,7 +270,7 @@ class ARNSHMC(RNSHMC):
         def verdict(rounds):
             m = rounds * n
             return _noregret.trial_verdict(
-                ctx.warm["draws"][None, a:b], t_exact, trial["draws"][None, :m],
+                exact, t_exact, trial["draws"][None, :m],
                 seconds[0] + m * update, float(trial["accept_prob"][:m].mean()), explore_acc,
                 paid_seconds=_noregret.paid_seconds(ctx.run), n_draws=ctx.run.n_draws,
                 exact_name=getattr(ctx, "exact_name", "NUTS"))

@@ -138,9 +138,9 @@ class NNGHMC(HMC):
         otherwise); before the first training, a cost check (a network
         gradient against an exact one) may end the schedule at once; a trial
         switches only when, on top of the acceptance test, its min ESS per
-        second beats the better exact sampler of the last exploration span
-        (half NUTS, half exact HMC at NUTS's step size and metric;
-        ``info["no_regret"]["exact"]``); when no switch happens the draws
+        second beats the better exact sampler of the exploration spans so
+        far (each half NUTS, half exact HMC at NUTS's step size and metric,
+        pooled over the spans; ``info["no_regret"]["exact"]``); when no switch happens the draws
         come from that exact sampler and ``result.info["fallback"]`` says
         why (after a cost or retraining check its step size and metric are
         adapted again over the warm-up left; after failed trials its metric
@@ -485,8 +485,11 @@ class NNGHMC(HMC):
                 elif record and self.no_regret and self.explore_with == "nuts":
                     # half NUTS, half exact HMC at NUTS's step size and metric:
                     # the rule measures against the better (_noregret.exact_windows)
+                    # (pooled with the earlier spans': one span between
+                    # trainings is 50 iterations, 25 of them NUTS)
                     last = _noregret.exact_windows(ctx, ctx.exact, ctx.warm, row0, row0 + n,
-                                                   "warmup", self._exact_hmc_options())
+                                                   "warmup", self._exact_hmc_options(),
+                                                   pool=True)
                     if last is not ctx.exact:
                         ctx.exact.set_position(last.position)
                     ctx.chain = ctx.exact
@@ -494,7 +497,12 @@ class NNGHMC(HMC):
                 else:
                     ctx.run_span(ctx.exact, ctx.warm, row0, row0 + n, "warmup")
                 if record:
-                    ctx.exact_rows = (row0, row0 + n, time.perf_counter() - t0)
+                    # the spans after the adapting one (the span from row 0) pool, as above
+                    before = getattr(ctx, "exact_rows", None) if row0 > 0 else None
+                    if before is not None and before[0][0] == 0:
+                        before = None
+                    ctx.exact_rows = _noregret.pooled_window(before, row0, row0 + n,
+                                                             time.perf_counter() - t0, None)[:2]
                     ctx.exact_windows = None
 
         run.each_chain(worker, n, "explore" if record else "burn-in")
@@ -562,16 +570,20 @@ class NNGHMC(HMC):
                 break
             ctxs = run.ctxs
             fast, event["no_regret"] = _noregret.trial_verdict(
-                np.stack([c.warm["draws"][c.exact_rows[0]:c.exact_rows[1]] for c in ctxs]),
-                float(np.mean([c.exact_rows[2] for c in ctxs])),
+                *_noregret.exact_sample(ctxs),
                 np.stack([c.warm["draws"][row0:run.row] for c in ctxs]),
                 float(np.mean([c.trial_seconds for c in ctxs])), trial_acc,
                 ess_floor=min(_noregret.ESS_FLOOR, 0.2 * n * rounds * len(ctxs)),
                 paid_seconds=_noregret.paid_seconds(run), n_draws=run.n_draws,
                 exact_name=getattr(ctxs[0], "exact_name", "NUTS"))
             event["no_regret"]["rounds"] = rounds
-            switch = switch and fast
-            if not (switch and _noregret.extend_trial(event["no_regret"], rounds, True)):
+            accepted, switch = switch, switch and fast
+            # a failed acceptance check is final; a switch is confirmed and a
+            # trial shorter than the exact window extended as for RNS-HMC
+            # (_noregret.extend_trial); a near miss is not (the next
+            # training brings another trial)
+            if not (accepted and _noregret.extend_trial(event["no_regret"], rounds, switch,
+                                                        near_miss=False)):
                 break
         event.update(switch=switch, seconds=time.perf_counter() - t0)
         run.info["events"].append(event)

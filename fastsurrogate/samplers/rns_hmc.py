@@ -468,7 +468,7 @@ class RNSHMC(HMC):
                 return
             t0 = time.perf_counter()
             ctx.run_span(ctx.chain, ctx.warm, mid, n_warmup, "warmup")
-            ctx.exact_rows = (mid, n_warmup, time.perf_counter() - t0)
+            ctx.exact_rows = (np.arange(mid, n_warmup, dtype=np.int64), time.perf_counter() - t0)
             ctx.exact_chain = ctx.chain
             self._recorder_off(ctx)
 
@@ -554,10 +554,8 @@ class RNSHMC(HMC):
 
             run.each_chain(worker, n, "trial", parallel=parallel)
 
-        exact = np.stack([c.warm["draws"][c.exact_rows[0]:c.exact_rows[1]] for c in run.ctxs])
-        t_exact = float(np.mean([c.exact_rows[2] for c in run.ctxs]))
-        explore_acc = float(np.mean([c.warm["accept_prob"][c.exact_rows[0]:c.exact_rows[1]]
-                                     for c in run.ctxs]))
+        exact, t_exact = _noregret.exact_sample(run.ctxs)
+        explore_acc = float(np.mean([c.warm["accept_prob"][c.exact_rows[0]] for c in run.ctxs]))
 
         def verdict(rounds):
             m = rounds * n
