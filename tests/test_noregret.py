@@ -305,6 +305,39 @@ def test_nnghmc_s_exact_window_pools_the_spans_between_trainings(monkeypatch):
     assert res.info["fallback"]["reason"].startswith("trial")
 
 
+@pytest.mark.no_regret_default
+@pytest.mark.parametrize("burn_in", [0.2, 0])
+def test_nnghmc_s_hmc_exploration_pools_its_spans_after_the_adaptation(monkeypatch, burn_in):
+    """With ``explore="hmc"`` the rule's exact rows are every exploration
+    row after the adaptation, pooled over the spans; the span that adapted
+    (from row 0, with ``burn_in=0``) is not pooled with the later ones."""
+    from fastsurrogate.samplers import _noregret as nr
+    target = fs.models.Gaussian(np.zeros(3), np.diag([1.0, 2.0, 4.0]))
+    seen = []
+
+    def trial(self, run, t):
+        draws, seconds = nr.exact_sample(run.ctxs)
+        seen.append((t, run.ctxs[0].exact_rows[0].copy(), draws, seconds))
+        return False
+
+    monkeypatch.setattr(fs.NNGHMC, "cost_check", lambda self, run, Q=None: None)
+    monkeypatch.setattr(fs.NNGHMC, "retraining_check", lambda self, run, n, last: None)
+    monkeypatch.setattr(fs.NNGHMC, "trial", trial)
+    res = fs.sample(target, "nnghmc", n_draws=100, n_warmup=1000, chains=1, seed=3,
+                    n_hidden=8, progress=False, trainer_options={"max_iter": 5},
+                    explore="hmc", no_regret=True, burn_in=burn_in)
+    W = res.warmup_draws[0]
+    assert [s[0] for s in seen] == [500, 600, 700, 800, 900, 1000]
+    start = 200 if burn_in else 0
+    for k, (t, rows, draws, seconds) in enumerate(seen):
+        want = np.arange(start, t) if burn_in or k == 0 else np.arange(500, t)
+        np.testing.assert_array_equal(rows, want)
+        np.testing.assert_array_equal(draws[0], W[rows])
+        if k > 1:
+            assert seconds > seen[k - 1][3]
+    assert "exact" not in (res.info.get("no_regret") or {})
+
+
 # -- the decision's arithmetic (no timing: figures are given) -------------------
 
 def _ar1(n, phi, seed, dim=2):
