@@ -8,7 +8,8 @@ would otherwise run) and decide, from measurements made in the same run,
 whether to switch to the surrogate or to keep drawing with an exact chain
 (the fallback).  The exploration's last, timed window (every row after the
 adaptation) runs half with NUTS and half with exact HMC at NUTS's step size
-and metric (the sampler's ``n_steps``), and the better of the two by min
+and metric (the sampler's ``n_steps``; NNgHMC's exploration spans
+between trainings each do so, pooled), and the better of the two by min
 ESS per second (:func:`exact_windows`, :func:`choose_exact`) is what the
 rule measures the surrogate against and falls back to: NUTS is not always
 the best exact sampler (fixed-length HMC beat it 2.0x on the simulated
@@ -297,7 +298,7 @@ def min_ess_rate(draws, seconds):
     return float(ess.min()) / seconds if ess.size else float("nan")
 
 
-def matched_min_ess_rate(draws, seconds, rows):
+def matched_min_ess_rate(draws, seconds, rows, whole=None):
     """min ESS per second of ``draws`` (chains, m, dim) over ``seconds``,
     estimated on windows of ``rows`` rows, as long as the exact window the
     trial is compared with: the mean over the trial's consecutive ``rows``-row
@@ -308,11 +309,12 @@ def matched_min_ess_rate(draws, seconds, rows):
     exact side.  Measured on the simulated regression (N = 100000, d = 50,
     seed 11): NUTS's min ESS per draw was 1.38 over 5000 draws and 1.01
     (0.71-1.27) averaged over its 250-row windows; ARNS-HMC's 0.51 over 5000,
-    0.48 over 1400-row windows, 0.33 over 250-row ones.  Whole when m < rows."""
+    0.48 over 1400-row windows, 0.33 over 250-row ones.  Whole when m < rows
+    (``whole``: :func:`min_ess_rate` of the same draws, when already known)."""
     draws = np.asarray(draws, dtype=float)
     m = draws.shape[1]
     if rows < 8 or m < rows or not seconds > 0:
-        return min_ess_rate(draws, seconds)
+        return min_ess_rate(draws, seconds) if whole is None else whole
     per_row = []
     for k in range(m // rows):
         ess = ess_bulk(draws[:, k * rows:(k + 1) * rows])
@@ -357,7 +359,7 @@ def trial_verdict(exact_draws, exact_seconds, trial_draws, trial_seconds, accept
     exact_rows = int(np.shape(exact_draws)[1])
     whole_trial = min_ess_rate(trial_draws, trial_seconds)
     trial_ess = whole_trial * trial_seconds if np.isfinite(whole_trial) else float("nan")
-    sur = matched_min_ess_rate(trial_draws, trial_seconds, exact_rows)
+    sur = matched_min_ess_rate(trial_draws, trial_seconds, exact_rows, whole_trial)
     measured = {"exact_min_ess_per_second": exact, "surrogate_min_ess_per_second": sur,
                 "ratio": sur / exact if exact > 0 else float("nan"),
                 "required": SWITCH_FACTOR, "trial_iterations": int(np.shape(trial_draws)[1]),
