@@ -489,8 +489,10 @@ def choose_exact(ctxs):
     """Pick the exact sampler the rule compares with and falls back to: the
     window (NUTS or HMC, :func:`exact_windows`) with the higher min ESS per
     second pooled over ``ctxs``, among windows with at least ESS_FLOOR
-    effective samples (NUTS, the exploration's kernel, when neither); sets every ctx's ``exact_rows`` (rows,
-    seconds: the window's warm-up row indices and their seconds), ``exact_chain`` (moved to the chain's current position) and
+    effective samples (NUTS, the exploration's kernel, when neither).  Sets
+    every ctx's ``exact_rows`` (rows, seconds: the window's warm-up row
+    indices and their seconds; :func:`exact_sample` reads them),
+    ``exact_chain`` (moved to the chain's current position) and
     ``exact_name``.  Returns the record for ``info["no_regret"]["exact"]``.
 
     Tried and not adopted: scoring the windows by the whole run's predicted
@@ -601,7 +603,8 @@ def extend_trial(measured, rounds, switch=False, near_miss=True):
     exact window's (``matched_rows``: a short trial's min ESS is biased
     low against the exact window's, :func:`matched_min_ess_rate`).  A clear
     miss on as many rows, or a failed acceptance check, is final at once,
-    being safe.
+    being safe.  ``near_miss=False`` (NNgHMC, whose failed trial is followed
+    by a retraining and another trial): a near miss on as many rows is final.
 
     Why short misses: NNgHMC's rounds are 50 iterations and its exact
     window, pooled over the spans between trainings, 75-200 NUTS rows.  On
@@ -609,9 +612,6 @@ def extend_trial(measured, rounds, switch=False, near_miss=True):
     put the network chain at about 0.3 effective samples per draw and the
     whole run at 0.41-0.51x NUTS's, final at once; switched, its kept draws
     had 0.77-0.82 per draw.
-
-    ``near_miss=False`` (NNgHMC, whose failed trial is followed by a
-    retraining and another trial): a near miss on as many rows is final.
 
     Why near misses: the min ESS over d parameters from one round (200
     iterations) is a noisy, low estimate at large d.  On the simulated

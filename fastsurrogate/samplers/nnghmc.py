@@ -140,13 +140,13 @@ class NNGHMC(HMC):
         switches only when, on top of the acceptance test, its min ESS per
         second beats the better exact sampler of the exploration spans so
         far (each half NUTS, half exact HMC at NUTS's step size and metric,
-        pooled over the spans; ``info["no_regret"]["exact"]``); when no switch happens the draws
-        come from that exact sampler and ``result.info["fallback"]`` says
-        why (after a cost or retraining check its step size and metric are
-        adapted again over the warm-up left; after failed trials its metric
-        is re-estimated from the burn-in's last window and the exploration's
-        NUTS rows).  False: the paper's schedule
-        (exploration with HMC by default), bit-reproducible.
+        pooled over the spans; ``info["no_regret"]["exact"]``); when no
+        switch happens the draws come from that exact sampler and
+        ``result.info["fallback"]`` says why (after a cost or retraining
+        check its step size and metric are adapted again over the warm-up
+        left; after failed trials its metric is re-estimated from the
+        burn-in's last window and the exploration's NUTS rows).  False: the
+        paper's schedule (exploration with HMC by default), bit-reproducible.
     **hmc_options
         step_size, n_steps, random_n_steps, metric, adapt, target_accept,
         max_energy_error, as for :class:`HMC`.
@@ -497,7 +497,8 @@ class NNGHMC(HMC):
                 else:
                     ctx.run_span(ctx.exact, ctx.warm, row0, row0 + n, "warmup")
                 if record:
-                    # the spans after the adapting one (the span from row 0) pool, as above
+                    # the spans after the burn-in pool, as above; not the
+                    # span from row 0 (burn_in=0), which adapted
                     before = getattr(ctx, "exact_rows", None) if row0 > 0 else None
                     if before is not None and before[0][0] == 0:
                         before = None
