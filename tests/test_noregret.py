@@ -338,6 +338,68 @@ def test_nnghmc_s_hmc_exploration_pools_its_spans_after_the_adaptation(monkeypat
     assert "exact" not in (res.info.get("no_regret") or {})
 
 
+def _fallback_by_fiat(monkeypatch, inflate=None):
+    """NNgHMC on a 20-d Gaussian with every check passed and every trial
+    failed by fiat, NUTS the fallback (no timed choice); ``inflate``
+    multiplies the re-estimated inverse metric, so that the kept step size
+    no longer fits it."""
+    from fastsurrogate.samplers import _noregret as nr
+    monkeypatch.setattr(fs.NNGHMC, "cost_check", lambda self, run, Q=None: None)
+    monkeypatch.setattr(fs.NNGHMC, "retraining_check", lambda self, run, n, last: None)
+    monkeypatch.setattr(fs.NNGHMC, "trial", lambda self, run, t: False)
+    monkeypatch.setattr(nr, "choose_exact", lambda ctxs: None)
+    if inflate is not None:
+        refit = nr.refit_fallback_metric
+
+        def inflated(sampler, ctx, later=None):
+            record = refit(sampler, ctx, later)
+            ctx.chain.set_inv_metric(np.asarray(ctx.chain.inv_metric) * inflate)
+            return record
+        monkeypatch.setattr(nr, "refit_fallback_metric", inflated)
+    rng = np.random.default_rng(0)
+    sd = np.exp(rng.uniform(np.log(0.1), np.log(10.0), 20))
+    target = fs.models.Gaussian(np.zeros(20), np.diag(sd ** 2))
+    res = fs.sample(target, "nnghmc", n_draws=400, n_warmup=600, chains=2, seed=2, n_hidden=8,
+                    progress=False, trainer_options={"max_iter": 5})
+    return res, sd
+
+
+@pytest.mark.no_regret_default
+def test_a_fallback_whose_step_no_longer_fits_the_refit_metric_is_re_tuned(monkeypatch):
+    """The refit keeps the step size; when the first kept rows accept less
+    than STEP_CHECK x target_accept, they are dropped, the step is re-tuned
+    (Stan's heuristic and dual averaging) and the kept draws start again.
+    Here the refit metric is inflated 30x (the step is then 5.5x too
+    long): the check's rows accepted 0.000 (seeds 1-3); without the check
+    the kept draws accepted 0.00, min ESS 2, max |z| of the means 40-383."""
+    from fastsurrogate.samplers import _noregret as nr
+    res, sd = _fallback_by_fiat(monkeypatch, inflate=30.0)
+    for rec in res.info["fallback"]["metric_refit"]:
+        tune = rec["step_retune"]
+        assert tune["check_acceptance"] < nr.STEP_CHECK * 0.8
+        assert tune["step_size"] < 0.5 * tune["step_size_before"]
+        assert tune["retune_rows"] == nr.RETUNE_ROWS
+    assert res.draws.shape[1] == 400
+    assert res.stats["accept_prob"].mean() > 0.6
+    x = res.draws
+    z = x.mean(axis=(0, 1)) / diagnostics.mcse_mean(x)
+    assert np.all(np.abs(z) < 4.5), z
+    zs = (x.std(axis=(0, 1)) - sd) / diagnostics.mcse_sd(x)
+    assert np.all(np.abs(zs) < 4.5), zs
+
+
+@pytest.mark.no_regret_default
+def test_a_fallback_whose_step_fits_draws_as_without_the_check(monkeypatch):
+    """The check reads the first kept rows and, when they accept well, the
+    run goes on from them: the same draws as with the check off."""
+    from fastsurrogate.samplers import _noregret as nr
+    res, _ = _fallback_by_fiat(monkeypatch)
+    assert all("step_retune" not in rec for rec in res.info["fallback"]["metric_refit"])
+    monkeypatch.setattr(nr, "STEP_CHECK", 0.0)
+    off, _ = _fallback_by_fiat(monkeypatch)
+    np.testing.assert_array_equal(res.draws, off.draws)
+
+
 # -- the decision's arithmetic (no timing: figures are given) -------------------
 
 def _ar1(n, phi, seed, dim=2):

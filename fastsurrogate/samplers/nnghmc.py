@@ -616,6 +616,11 @@ class NNGHMC(HMC):
             if self.explore_with == "nuts":
                 later = later[ctx.warm["tree_depth"][later] >= 1]
             ctx.refit = _noregret.refit_fallback_metric(self, ctx, later)
+            with ctx.phase("sample"):
+                retune = _noregret.draw_fallback(self, ctx, ctx.refit)
+            if retune is not None:
+                ctx.refit = dict(ctx.refit, step_retune=retune)
+            return
         with ctx.phase("sample"):
             ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
 

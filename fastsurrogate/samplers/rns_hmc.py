@@ -593,8 +593,8 @@ class RNSHMC(HMC):
         ctx.chain.set_position(position)
         refit = _noregret.refit_fallback_metric(self, ctx)
         with ctx.phase("sample"):
-            ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
-        return refit
+            retune = _noregret.draw_fallback(self, ctx, refit)
+        return refit if retune is None else dict(refit, step_retune=retune)
 
     def start_transitions(self, ctx, drive):
         """The sampling chain with surrogate transitions, tuned before the kept draws."""
