@@ -617,9 +617,11 @@ def draw_fallback(sampler, ctx, refit):
         ctx.run_span(chain, ctx.main, 0, n, "sample")
         return None
     i = ctx.run_span(chain, ctx.main, 0, k, "sample")
-    accept = float(np.mean(ctx.main["accept_prob"][:i])) if i else float("nan")
-    if i < k or not accept < STEP_CHECK * target:
-        ctx.run_span(chain, ctx.main, i, n, "sample")
+    if i < k:                       # stopped early, as the whole span would have
+        return None
+    accept = float(np.mean(ctx.main["accept_prob"][:k]))
+    if not accept < STEP_CHECK * target:
+        ctx.run_span(chain, ctx.main, k, n, "sample")
         return None
     before = float(chain.step_size)
     scratch = new_trace(RETUNE_ROWS, chain.position.shape[0])
