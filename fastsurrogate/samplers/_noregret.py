@@ -599,7 +599,8 @@ def draw_fallback(sampler, ctx, refit):
     ``STEP_CHECK`` times ``target_accept``, they are dropped: the step is
     re-tuned as Stan does after a metric update (its heuristic, then dual
     averaging over ``RETUNE_ROWS`` iterations that are not kept) and the
-    kept draws start again.  Otherwise the run goes on from those rows, so
+    kept draws start again (the progress bar steps back by the rows
+    dropped and re-tuned).  Otherwise the run goes on from those rows, so
     the draws are the same as without the check.  Returns the record of a
     re-tune (for ``refit``), else None.
 
@@ -629,6 +630,7 @@ def draw_fallback(sampler, ctx, refit):
     chain.start_adaptation(target)
     j = ctx.run_span(chain, scratch, 0, RETUNE_ROWS, "retune")
     chain.finish_adaptation()
+    ctx.report(-(k + j))            # the progress bar counts the kept draws only
     ctx.run_span(chain, ctx.main, 0, n, "sample")
     return {"check_rows": int(k), "check_acceptance": accept, "step_size_before": before,
             "step_size": float(chain.step_size), "retune_rows": int(j)}
