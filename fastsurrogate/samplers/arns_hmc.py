@@ -73,8 +73,9 @@ class ARNSHMC(RNSHMC):
         raised the network's RMSE on its start points from 0.048 (the
         batch fit) to 2.0 and ARNS-HMC failed its no-regret trial; with the
         batch fit's it switched (3.2x and 3.6x NUTS's whole-run min ESS/s,
-        500 + 500, seeds 1, 2).  If an update still breaks down numerically, the output layer
-        is re-solved in batch from every point seen.
+        500 + 500, seeds 1, 2).  If an update still breaks down
+        numerically, the output layer is re-solved in batch from every point
+        seen.
     resync_every : int
         Re-solve the output layer by a batch solve over all points every
         this many updates (0: never); bounds rounding drift.

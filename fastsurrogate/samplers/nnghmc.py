@@ -596,6 +596,7 @@ class NNGHMC(HMC):
         if ctx.exact is None:               # n_warmup == 0 with a given surrogate
             ctx.exact = ctx.chain = self.make_chain(ctx.q0, ctx.generator,
                                                     **_noregret.explore_options(self))
+        refit = None
         if switched:
             if ctx.chain.drive is not ctx.run.net:
                 ctx.chain = self._trial_chain(ctx.chain, ctx.run.net)
@@ -615,14 +616,11 @@ class NNGHMC(HMC):
             later = np.flatnonzero(run.stage[:run.row] == STAGE_EXPLORE)
             if self.explore_with == "nuts":
                 later = later[ctx.warm["tree_depth"][later] >= 1]
-            ctx.refit = _noregret.refit_fallback_metric(self, ctx, later)
-            with ctx.phase("sample"):
-                retune = _noregret.draw_fallback(self, ctx, ctx.refit)
-            if retune is not None:
-                ctx.refit = dict(ctx.refit, step_retune=retune)
-            return
-        with ctx.phase("sample"):
-            ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
+            refit = ctx.refit = _noregret.refit_fallback_metric(self, ctx, later)
+        with ctx.phase("sample"):       # (without a refit: one plain span)
+            retune = _noregret.draw_fallback(self, ctx, refit)
+        if retune is not None:
+            ctx.refit = dict(refit, step_retune=retune)
 
     def _training_set(self, run, seed, j):
         Q = np.concatenate([c.recorder.points()[0] for c in run.ctxs])

@@ -951,7 +951,8 @@ cdef class OnlineLayerHook(ChainHook):
     whether the network takes the trainer's weights (v = w[:-1], out_bias =
     w[-1] + offset - v . centre: with ``centre`` (s,) the trainer's rows are
     (h - centre, 1), the features centred on a fixed point, the start set's
-    mean, which keeps the normal equations well conditioned; None: (h, 1)).  With ``max_points`` the updates stop once the trainer
+    mean, which keeps the normal equations well conditioned; None: (h, 1)).
+    With ``max_points`` the updates stop once the trainer
     has seen that many points: the network takes the final weights and the
     run pauses (status HOOK_STOPPED) once, for the caller's records.
 
