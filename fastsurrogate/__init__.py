@@ -45,7 +45,7 @@ __version__ = "0.1.0.dev0"
 __all__ = ["Potential", "PotentialError", "TrainingError", "WeightedSum", "RecordingPotential",
            "Result", "HMC", "NUTS", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "RMHMC", "RNSRMHMC", "SGLD", "SGHMC",
            "sample", "models", "surrogates", "diagnostics", "approximation", "datasets", "interop",
-           "get_include", "resume"]
+           "get_include", "resume", "SAMPLERS"]
 
 
 def get_include():
@@ -77,14 +77,38 @@ def _init_params(cls):
     return names - {"self", "potential"}
 
 
-def sample(potential, method="hmc", n_draws=1000, n_warmup=1000, **kwargs):
+def sample(potential, method="hmc", n_draws=1000, n_warmup=None, **kwargs):
     """Sample from ``potential`` with the named method.
 
-    Keyword arguments go to the sampler's constructor (e.g. ``step_size``,
-    ``n_steps``, ``n_hidden``) or to its ``sample`` method (``chains``,
-    ``seed``, ``init``, ``progress``), whichever accepts them.
+    ``fs.sample(model, "nuts", 1000, 1000, chains=4)`` is
+    ``fs.NUTS(model).sample(1000, 1000, chains=4)``.
 
-    Methods: see ``fastsurrogate.SAMPLERS``.
+    Parameters
+    ----------
+    potential : Potential
+        The target: a model (``fs.models``; a posteriordb model is wrapped
+        for you), a trained surrogate, or ``fs.Potential.from_callable(f, dim)``.
+    method : str
+        A key of ``fastsurrogate.SAMPLERS`` (case and "_" / "-" ignored):
+        "hmc", "nuts", "rns-hmc", "arns-hmc", "vhmc", "nnghmc", "rmhmc",
+        "rns-rmhmc", "sgld", "sghmc".
+    n_draws : int
+        Kept draws per chain.
+    n_warmup : int, optional
+        Warm-up (or exploration) iterations per chain; default the sampler's
+        ``default_warmup`` (1000; 400 for ARNS-HMC).
+    **kwargs
+        Go to the sampler's constructor (e.g. ``step_size``, ``n_steps``,
+        ``n_hidden``, ``no_regret``) or to its ``sample`` method
+        (``chains``, ``seed``, ``init``, ``progress``, ``checkpoint``,
+        ``resume``, ``executor``), whichever accepts them; an argument
+        neither accepts is a TypeError.
+
+    Returns
+    -------
+    Result
+        ``draws`` (chains, n_draws, dim), per-draw ``stats``, ``timings``,
+        ``summary()``, ``to_arviz()``.
     """
     key = str(method).lower().replace("_", "-")
     if key not in SAMPLERS:

@@ -61,7 +61,7 @@ def demo(argv):
     ap.add_argument("--threads", type=int, default=2, help="threads of the data-sum kernel")
     ap.add_argument("--seed", type=int, default=2017)
     ap.add_argument("--no-progress", action="store_true")
-    ap.add_argument("--methods", dest="methods_given", default=None,
+    ap.add_argument("--methods", dest="methods_given", default=None, metavar="METHODS",
                     help="comma-separated subset of hmc,rns-hmc,arns-hmc,nnghmc,vhmc "
                          "(default all; --quick leaves ARNS-HMC out; HMC always runs: it is the baseline)")
     args = ap.parse_args(argv)

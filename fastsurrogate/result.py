@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 
-__all__ = ["Result", "DetachedPotential"]
+__all__ = ["Result", "DetachedPotential", "has_transform"]
 
 
 class Result:
@@ -175,10 +175,27 @@ class Result:
         """Draws mapped to the model's constrained quantities: dict name -> (chains, draws)."""
         return self._constrain(self.draws)
 
-    def _constrain(self, draws):
-        if self.potential is not None and hasattr(self.potential, "constrain"):
-            return self.potential.constrain(draws)
-        return {n: draws[..., i] for i, n in enumerate(self.param_names)}
+    def _constrain(self, draws, source="draws", block=None):
+        """The constrained quantities of ``draws``: rows ``block`` = (chains
+        kept, rows) of ``source`` ("draws" or "warmup") when not None.  An
+        unpickled Result reads them from what its pickle kept."""
+        pot = self.potential
+        if isinstance(pot, DetachedPotential) and pot.kept(source) is not None:
+            out = pot.kept(source)
+            if block is not None:
+                kept, n = block
+                out = {k: np.asarray(v)[kept, :n] for k, v in out.items()}
+            return out
+        if isinstance(pot, DetachedPotential):
+            if pot.had_constrain:
+                return pot.constrain(draws)        # raises: put the model back
+        elif pot is not None and has_transform(pot):
+            return pot.constrain(draws)
+        names = list(self.param_names)
+        if len(set(names)) != len(names):
+            raise ValueError(f"the parameter names repeat {_repeated(names)}: give each "
+                             "parameter its own name")
+        return {n: draws[..., i] for i, n in enumerate(names)}
 
     # -- diagnostics -----------------------------------------------------------
     def summary(self, constrained=False):
@@ -191,7 +208,7 @@ class Result:
             raise ValueError(f"summary needs at least 4 draws per chain; the chains completed "
                              f"{self.n_done.tolist()}")
         if constrained:
-            c = self._constrain(draws)
+            c = self._constrain(draws, block=(kept, draws.shape[1]))
             names = list(c)
             draws = np.stack([np.asarray(c[n]) for n in names], axis=-1)
         else:
@@ -281,9 +298,10 @@ class Result:
             import arviz as az
         except ImportError as exc:
             raise ImportError("to_arviz needs ArviZ: pip install arviz") from exc
-        draws, stats, _ = self._complete("to_arviz")
+        draws, stats, kept = self._complete("to_arviz")
         rename = dict(rename or {})
-        posterior, auto_dims, auto_coords = _gather_vectors(self._constrain(draws), rename)
+        posterior, auto_dims, auto_coords = _gather_vectors(
+            self._constrain(draws, block=(kept, draws.shape[1])), rename)
         dims = {**auto_dims, **dict(dims or {})}
         used = {d for ds in dims.values() for d in ds}
         coords = {**{k: v for k, v in auto_coords.items() if k in used}, **dict(coords or {})}
@@ -291,11 +309,13 @@ class Result:
                   dims=dims, coords=coords,
                   attrs={"method": self.method, "exact": int(self.exact),
                          "inference_library": "fastsurrogate"})
-        if include_warmup and self.warmup_draws is not None and self.warmup_draws.shape[1]:
-            wres = Result(draws=self.warmup_draws, stats=self.warmup_stats or {},
-                          method=self.method, potential=self.potential,
-                          param_names=self.param_names)
-            kw["warmup_posterior"] = _gather_vectors(wres.constrained(), rename)[0]
+        if include_warmup and (self.warmup_draws is None or not self.warmup_draws.shape[1]):
+            warnings.warn("to_arviz(include_warmup=True): this run kept no warm-up draws "
+                          "(keep_warmup=False, or no warm-up); the warm-up groups are left out",
+                          RuntimeWarning, stacklevel=2)
+        elif include_warmup:
+            warm = self._constrain(self.warmup_draws, source="warmup")
+            kw["warmup_posterior"] = _gather_vectors(warm, rename)[0]
             kw["warmup_sample_stats"] = self._arviz_stats(self.warmup_stats or {})
             kw["save_warmup"] = True
         return az.from_dict(**kw)
@@ -321,7 +341,7 @@ class Result:
         pot = self.potential
         if pot is None or isinstance(pot, DetachedPotential):
             return state
-        det = DetachedPotential(pot)
+        det = DetachedPotential(pot, self)
         state["potential"] = det
         state["info"] = {k: _detach(v, pot, det) for k, v in self.info.items()}
         return state
@@ -372,19 +392,64 @@ class Result:
         return plot_training(self, ax=ax, log=log)
 
 
+def has_transform(potential):
+    """Whether ``potential.constrain`` is more than the identity over its
+    parameter names (a model with a transform, e.g. a log-scale), looking
+    through the wrappers that delegate it (WeightedSum, a recorder)."""
+    from .core._potential import Potential, RecordingPotential, WeightedSum
+    for _ in range(100):
+        method = getattr(type(potential), "constrain", None)
+        if method is None or method is Potential.constrain:
+            return False
+        if type(potential) is WeightedSum or type(potential) is RecordingPotential:
+            potential = (potential.potentials[0] if type(potential) is WeightedSum
+                         else potential.potential)
+            continue
+        return True
+    return True
+
+
+def _repeated(names):
+    seen, out = set(), []
+    for n in names:
+        if n in seen and n not in out:
+            out.append(n)
+        seen.add(n)
+    return out
+
+
 class DetachedPotential:
     """What an unpickled :class:`Result` keeps of its potential: ``dim``,
-    ``param_names``, ``kind`` (the class name) and whether it had a
-    ``constrain`` map.  Evaluating it, or ``Result.constrained()`` when the
-    model had a transform, raises a RuntimeError that says to put the
-    model back (``result.potential = model``); ``sample(model, ...,
-    resume=result)`` takes the model as its argument anyway."""
+    ``param_names``, ``kind`` (the class name) and, when the model had a
+    transform (``constrain``), the constrained quantities of the Result's
+    draws and warm-up draws, computed when it was pickled, so that
+    ``constrained()``, ``summary(constrained=True)`` and ``to_arviz()``
+    work without the model.  Evaluating it (or its ``constrain`` on other
+    draws) raises a RuntimeError that says to put the model back
+    (``result.potential = model``); ``sample(model, ..., resume=result)``
+    takes the model as its argument anyway."""
 
-    def __init__(self, potential):
+    def __init__(self, potential, result=None):
         self.dim = int(potential.dim)
         self.param_names = list(potential.param_names)
         self.kind = type(potential).__name__
-        self.had_constrain = hasattr(potential, "constrain")
+        self.had_constrain = has_transform(potential)
+        self._kept = {}
+        if self.had_constrain and result is not None:
+            for source, draws in (("draws", result.draws), ("warmup", result.warmup_draws)):
+                if draws is None:
+                    continue
+                try:
+                    with np.errstate(all="ignore"):     # NaN rows of a stopped chain
+                        self._kept[source] = {k: np.asarray(v) for k, v in
+                                              potential.constrain(draws).items()}
+                except Exception:         # a transform that fails: raise when asked
+                    pass
+
+    def kept(self, source):
+        """The constrained quantities of the Result's ``source`` ("draws" or
+        "warmup") kept when it was pickled, or None."""
+        return self.__dict__.get("_kept", {}).get(source)
 
     def _gone(self, *args, **kwargs):
         raise RuntimeError(

@@ -752,6 +752,8 @@ TABLE = [
      lambda: fs.Potential.from_callable(half, 2**31)),
     ('potential-names-length', ValueError, 'names has 1 entries; expected dim = 2',
      lambda: fs.Potential.from_callable(half, 2, names=['a'])),
+    ('potential-names-repeat', ValueError, "names repeat ['a']: each parameter needs its own",
+     lambda: fs.Potential.from_callable(half, 3, names=['a', 'a', 'b'])),
     ('potential-value-not-callable', TypeError, 'value must be callable or None, got int',
      lambda: fs.Potential.from_callable(half, 2, value=3)),
     ('potential-ws-empty', ValueError, 'potentials must contain at least one',
@@ -1090,6 +1092,7 @@ FOUND = {
     "hmc-step_size-numeric-str", "hmc-step_size-bool", "vhmc-ridge-bool",
     # silently accepted or clamped
     "nnghmc-train_every-zero", "surrogate-train-validation", "interop-mici-metric-shape",
+    "potential-names-repeat",      # the second "a" replaced the first in ArviZ
     # IndexError instead of a ValueError
     "diag-relerr-ref", "result-draws-2d",
     # the demo command: tracebacks instead of a usage error

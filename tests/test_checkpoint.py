@@ -19,6 +19,12 @@ import pytest
 import fastsurrogate as fs
 from fastsurrogate.samplers import _checkpoint
 
+try:
+    import arviz  # noqa: F401
+    HAVE_ARVIZ = True
+except ImportError:
+    HAVE_ARVIZ = False
+
 X, Y, _ = fs.datasets.simulate_logistic(400, 3, seed=5)
 MODEL = fs.models.LogisticRegression(X, Y, prior_sd=10.0)
 
@@ -235,6 +241,26 @@ def test_resume_refuses_another_run(tmp_path):
         (tmp_path / "junk.npz").write_bytes(b"junk")
         fs.HMC(MODEL, n_steps=5).sample(150, 200, chains=2, resume=tmp_path / "junk.npz",
                                         progress=False)
+    # the messages name what differs: the option and its values, the dimension
+    with pytest.raises(ValueError, match="n_steps: 5 there, 6 here"):
+        fs.HMC(MODEL, n_steps=6).sample(150, 200, chains=2, resume=path, progress=False)
+    other = fs.models.LogisticRegression(np.hstack([X, X[:, :1]]), Y, prior_sd=10.0)
+    with pytest.raises(ValueError, match=r"the potential's dim differs .*\(3 there, 4 here\)"):
+        fs.HMC(other, n_steps=5).sample(150, 200, chains=2, resume=path, progress=False)
+
+
+def test_a_short_run_still_writes_its_checkpoint(tmp_path):
+    """The default interval shrinks to a quarter of a run shorter than it
+    (1000 iterations would have written nothing for 200); an explicit
+    interval longer than the run warns."""
+    path = tmp_path / "ck.npz"
+    ref = run("hmc", MODEL)
+    assert_same(run("hmc", MODEL, checkpoint=path), ref)
+    header, _ = _checkpoint.read_npz(path, _checkpoint.FORMAT, _checkpoint.VERSION)
+    assert header["checkpoint_every"] == 88          # (200 + 150) / 4, rounded up
+    assert_same(run("hmc", MODEL, resume=path), ref)
+    with pytest.warns(UserWarning, match="no checkpoint will be written"):
+        run("hmc", MODEL, checkpoint=tmp_path / "b.npz", checkpoint_every=351)
 
 
 def test_bad_checkpoint_arguments():
@@ -395,6 +421,40 @@ def test_result_pickles_without_the_data():
     more = fs.HMC(big, step_size=0.01, adapt=False, n_steps=3).sample(
         20, resume=back, progress=False)
     assert np.array_equal(one.draws[:, 30:], more.draws)
+    # no transform: the names map the draws, the model is not needed
+    c = back.constrained()
+    assert list(c) == res.param_names and np.array_equal(c["beta[2]"], res.draws[..., 2])
+    if HAVE_ARVIZ:
+        assert np.array_equal(back.to_arviz().posterior["beta"].values, res.draws)
+
+
+def test_an_unpickled_result_keeps_its_model_s_constrained_draws():
+    """A model with a transform (BetaBinomial: logit m, log K): the pickle
+    keeps the constrained draws and warm-up draws, so the unpickled Result's
+    constrained(), summary(constrained=True) and to_arviz() are those of the
+    original, and only new draws need the model back."""
+    model = fs.models.BetaBinomial([3, 1, 4, 1, 5, 2], [10, 8, 12, 9, 11, 10])
+    res = fs.NUTS(model).sample(60, 60, chains=2, seed=1, progress=False)
+    back = pickle.loads(pickle.dumps(res))
+    assert back.potential.had_constrain
+    want, got = res.constrained(), back.constrained()
+    assert list(got) == ["m", "K"] and all(np.array_equal(got[k], want[k]) for k in want)
+    assert np.array_equal(np.asarray(back.summary(constrained=True)["mean"]),
+                          np.asarray(res.summary(constrained=True)["mean"]))
+    if HAVE_ARVIZ:
+        a, b = res.to_arviz(include_warmup=True), back.to_arviz(include_warmup=True)
+        for g in ("posterior", "warmup_posterior"):
+            for k in ("m", "K"):
+                assert np.array_equal(getattr(a, g)[k].values, getattr(b, g)[k].values)
+    with pytest.raises(RuntimeError, match="without its BetaBinomial"):
+        back.potential.constrain(np.zeros(2))
+    # a ragged Result: the complete block of the kept values
+    res.n_done = np.array([60, 40])
+    back = pickle.loads(pickle.dumps(res))
+    with pytest.warns(RuntimeWarning, match="completed"):
+        m = np.asarray(back.summary(constrained=True)["mean"])
+    with pytest.warns(RuntimeWarning, match="completed"):
+        assert np.array_equal(m, np.asarray(res.summary(constrained=True)["mean"]))
 
 
 def test_rns_result_pickles_with_its_surrogate():

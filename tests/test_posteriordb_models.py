@@ -313,3 +313,23 @@ def test_as_potential():
     assert pot.value(q) == pytest.approx(model.value(q))
     c = pot.constrain(q)
     assert c["sigma"] == pytest.approx(math.exp(q[-1]))
+
+
+@needs_data
+def test_the_samplers_take_a_posteriordb_model_as_it_is():
+    """fs.models.posteriordb without an import of its own, and a model
+    passed to fs.sample as it is (wrapped with as_potential): the same
+    draws as the wrapped model's, and its constrained quantities."""
+    try:
+        import fastsurrogate as fs
+    except ImportError:
+        pytest.skip("compiled fastsurrogate not available")
+    assert fs.models.posteriordb is posteriordb
+    model = posteriordb.EightSchoolsNoncentered.from_posteriordb()
+    kw = dict(n_draws=30, n_warmup=30, chains=1, seed=2, progress=False)
+    res = fs.sample(model, "nuts", **kw)
+    ref = fs.sample(posteriordb.as_potential(model), "nuts", **kw)
+    assert np.array_equal(res.draws, ref.draws)
+    assert set(res.constrained()) >= {"mu", "tau", "theta[1]"}
+    with pytest.raises(TypeError, match="must be a fastsurrogate Potential"):
+        fs.sample(object(), "nuts", **kw)

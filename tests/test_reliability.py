@@ -334,3 +334,13 @@ def test_passive_wait_policy_unless_the_user_chose():
     assert _policy_after_import({}) == "PASSIVE"
     assert _policy_after_import({"OMP_WAIT_POLICY": "active"}) == "active"
     assert _policy_after_import({"GOMP_SPINCOUNT": "1000"}) == "None"
+
+
+def test_fs_sample_takes_the_sampler_s_default_warm_up():
+    """fs.sample(model, method) runs the warm-up the sampler's own sample()
+    does (ARNS-HMC's 400), not a fixed 1000."""
+    m = fs.models.StandardNormal(2)
+    kw = dict(chains=1, seed=1, progress=False)
+    res = fs.sample(m, "arns-hmc", 5, no_regret=False, n_hidden=20, **kw)
+    assert fs.ARNSHMC.default_warmup == 400 and res.warmup_draws.shape[1] == 400
+    assert fs.sample(m, "hmc", 5, **kw).warmup_draws.shape[1] == fs.HMC.default_warmup == 1000

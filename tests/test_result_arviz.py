@@ -58,3 +58,27 @@ def test_gather_keeps_incomplete_groups_and_one_based_indices():
     assert "w[0]" in out and "w[2]" in out          # a gap: left as scalars
     assert out["m"].shape == (2, 3, 2, 2) and out["m"][0, 0, 1, 0] == 2
     assert dims["m"] == ["m_dim_0", "m_dim_1"]
+
+
+def test_include_warmup_without_kept_warmup_says_so():
+    rng = np.random.default_rng(0)
+    X = np.column_stack([np.ones(200), rng.normal(size=(200, 4))])
+    y = (rng.uniform(size=200) < 0.5).astype(float)
+    res = fs.sample(fs.models.LogisticRegression(X, y), "nuts", 30, 30, chains=1, seed=1,
+                    progress=False, keep_warmup=False)
+    with pytest.warns(RuntimeWarning, match="kept no warm-up draws"):
+        idata = res.to_arviz(include_warmup=True)
+    assert "warmup_posterior" not in idata.groups()
+    assert "warmup_posterior" in _result().to_arviz(include_warmup=True).groups()
+
+
+def test_repeated_parameter_names_are_refused_not_merged():
+    """Two parameters named "a" were one ArviZ variable (the second's draws)."""
+    f = lambda q: (0.5 * float(q @ q), q.copy())           # noqa: E731
+    with pytest.raises(ValueError, match=r"names repeat \['a'\]"):
+        fs.Potential.from_callable(f, 3, names=["a", "a", "b"])
+    res = fs.sample(fs.models.StandardNormal(3), "nuts", 20, 20, chains=1, seed=1,
+                    progress=False)
+    res.param_names = ["a", "a", "b"]                # a Result built by hand
+    with pytest.raises(ValueError, match=r"parameter names repeat \['a'\]"):
+        res.to_arviz()

@@ -393,6 +393,11 @@ cdef class CallbackPotential(Potential):
             names = [str(n) for n in names]
             if len(names) != dim:
                 raise ValueError(f"names has {len(names)} entries; expected dim = {dim}")
+            if len(set(names)) != len(names):
+                seen = set()
+                twice = sorted({n for n in names if n in seen or seen.add(n)})
+                raise ValueError(f"names repeat {twice}: each parameter needs its own name "
+                                 "(summaries and ArviZ key the draws by name)")
         self._fn = f
         self._value_fn = value
         self._sign = -1.0 if log_density else 1.0

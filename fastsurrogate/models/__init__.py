@@ -15,3 +15,12 @@ __all__ = ["Gaussian", "StandardNormal", "Banana", "BetaBinomial", "Garch", "GPR
            "LogisticRegression", "ProbitRegression", "PoissonRegression", "LinearRegression",
            "ICA", "TwistedBanana", "LaplaceLogisticRegression", "EllipticPDE",
            "from_callable"]
+
+
+def __getattr__(name):
+    # fs.models.posteriordb without an explicit import (NumPy and SciPy only,
+    # loaded on first use)
+    if name == "posteriordb":
+        import importlib
+        return importlib.import_module(".posteriordb", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -94,7 +94,6 @@ def run_table(name, argv=(), quick=False, out=None):
     from ._report import log, machine_line
     from ._paper import SOURCES, add_paper_column
     from ._plots import plot_report
-    import fastsurrogate as fs
     table = TABLES[name]
     ap, reproduce = _parser(table)
     args = ap.parse_args(list(argv))
@@ -123,8 +122,7 @@ def run_table(name, argv=(), quick=False, out=None):
             if links:
                 body += "\n\n## Plots\n\n" + "\n\n".join(links)
         secs = time.perf_counter() - t0
-        head.append(f"- fastsurrogate {fs.__version__}; {'--quick run' if quick else 'full run'}: "
-                    f"{secs:.0f} s")
+        head.append(f"- {'--quick run' if quick else 'full run'}: {secs:.0f} s")
         parts = ["\n".join(head)]
         paper = "\n\n".join(x for x in (table.paper_figures.strip(), SOURCES.get(name, "")) if x)
         parts.append("## The paper's figures\n\n" + (paper or _NO_PAPER) + "\n\n" + _PAPER_NOTE)

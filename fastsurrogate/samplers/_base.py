@@ -13,6 +13,7 @@ No per-iteration Python here: each chunk of iterations is one call into C
 """
 
 import os
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -113,7 +114,12 @@ def check_positive(name, value, allow_none=False):
 
 
 def check_potential(potential, name="potential", dim=None):
-    """`potential` if it is a Potential (of dimension `dim` when given)."""
+    """`potential` if it is a Potential (of dimension `dim` when given); a
+    posteriordb model (:mod:`fastsurrogate.models.posteriordb`) is wrapped
+    with its ``as_potential``."""
+    pdb = sys.modules.get("fastsurrogate.models.posteriordb")    # loaded if it is one
+    if pdb is not None and isinstance(potential, pdb._PosteriorModel):
+        potential = pdb.as_potential(potential)
     if not isinstance(potential, Potential):
         raise TypeError(
             f"{name} must be a fastsurrogate Potential (a model, a surrogate, or "
@@ -612,7 +618,9 @@ class Sampler:
             boundary.  After Ctrl-C or an exception the file holds the last
             boundary; ``resume=`` continues it.
         checkpoint_every : int, optional
-            Iterations per chain between checkpoints (default 1000).
+            Iterations per chain between checkpoints (default 1000, or a
+            quarter of ``n_warmup + n_draws`` when the run is shorter than
+            4000 iterations per chain, so that it writes some).
         resume : str, os.PathLike or Result, optional
             A checkpoint path: continue that run (call ``sample`` with the
             same sampler options and sizes; seeds come from the file).  The

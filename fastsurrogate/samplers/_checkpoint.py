@@ -54,6 +54,7 @@ import hashlib
 import json
 import os
 import threading
+import warnings
 
 import numpy as np
 
@@ -111,6 +112,14 @@ def read_npz(path, fmt, version):
     """(header, arrays) of a file written by :func:`write_npz`; checks format and version."""
     path = os.fspath(path)
     try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        raise ValueError(f"{path!r} is not a readable .npz file: {exc}") from None
+    if magic[:2] != b"PK":       # np.load would take it for a pickle
+        raise ValueError(f"{path!r} is not a readable .npz file (no zip header): not a {fmt} "
+                         "file")
+    try:
         z = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise ValueError(f"{path!r} is not a readable .npz file: {exc}") from None
@@ -129,26 +138,57 @@ def read_npz(path, fmt, version):
 
 # -- what identifies a run ------------------------------------------------------------
 
+def _option_bytes(v):
+    """What identifies one option value (arrays by content, potentials by type and dim)."""
+    if isinstance(v, np.ndarray):
+        return np.ascontiguousarray(v).tobytes()
+    if v is None or isinstance(v, (bool, int, float, str, np.number)):
+        return repr(v).encode()
+    if hasattr(v, "dim") and hasattr(v, "value"):
+        return f"{type(v).__name__}/{v.dim}".encode()
+    if isinstance(v, (tuple, list)) and all(
+            isinstance(x, (bool, int, float, str, type(None))) for x in v):
+        return repr(v).encode()
+    return type(v).__name__.encode()
+
+
+def _options(sampler):
+    return [(name, getattr(sampler, name)) for name in sorted(vars(sampler))
+            if not name.startswith("_")]
+
+
 def fingerprint(sampler):
     """A hash of the sampler's options (arrays by content, potentials by type and dim)."""
     h = hashlib.sha256(type(sampler).__name__.encode())
-    for name in sorted(vars(sampler)):
-        if name.startswith("_"):
-            continue
-        v = getattr(sampler, name)
+    for name, v in _options(sampler):
         h.update(name.encode())
-        if isinstance(v, np.ndarray):
-            h.update(np.ascontiguousarray(v).tobytes())
-        elif v is None or isinstance(v, (bool, int, float, str, np.number)):
-            h.update(repr(v).encode())
-        elif hasattr(v, "dim") and hasattr(v, "value"):
-            h.update(f"{type(v).__name__}/{v.dim}".encode())
-        elif isinstance(v, (tuple, list)) and all(
-                isinstance(x, (bool, int, float, str, type(None))) for x in v):
-            h.update(repr(v).encode())
-        else:
-            h.update(type(v).__name__.encode())
+        h.update(_option_bytes(v))
     return h.hexdigest()[:16]
+
+
+def option_texts(sampler):
+    """name -> short text of each option (for the message when a resume's
+    options differ from the checkpoint's): the value, or an array's shape
+    and a hash of its content."""
+    out = {}
+    for name, v in _options(sampler):
+        b = _option_bytes(v)
+        if isinstance(v, np.ndarray) or len(b) > 80:
+            shape = f"array {v.shape} " if isinstance(v, np.ndarray) else ""
+            out[name] = f"{shape}sha256 {hashlib.sha256(b).hexdigest()[:8]}"
+        else:
+            out[name] = b.decode("utf-8", "replace")
+    return out
+
+
+def _options_differ(there, here):
+    """' (name: A there, B here; ...)' for the options that differ, or ''."""
+    if not isinstance(there, dict):
+        return ""
+    names = sorted(set(there) | set(here))
+    diff = [f"{n}: {there.get(n, 'absent')} there, {here.get(n, 'absent')} here"
+            for n in names if there.get(n) != here.get(n)]
+    return f": {'; '.join(diff)}" if diff else ""
 
 
 def _seed_record(generator):
@@ -455,9 +495,14 @@ def load(path):
 
 # -- entry points used by Sampler.sample ----------------------------------------------
 
-def _check_every(checkpoint_every):
+def _check_every(checkpoint_every, total=None):
+    """checkpoint_every, checked; None: DEFAULT_EVERY, or a quarter of a
+    shorter run's ``total`` iterations per chain (a run shorter than the
+    interval would write no checkpoint at all)."""
     from ._base import check_int
     if checkpoint_every is None:
+        if total:
+            return min(DEFAULT_EVERY, max(1, -(-int(total) // 4)))
         return DEFAULT_EVERY
     return check_int("checkpoint_every", checkpoint_every, 1)
 
@@ -471,29 +516,40 @@ def setup(sampler, *, n_draws, n_warmup, chains, keep_warmup, generators, checkp
     if reason is not None:
         raise ValueError(f"checkpoint/resume is not available for this {sampler.method} "
                          f"run: {reason}")
-    every = _check_every(checkpoint_every)
+    every = _check_every(checkpoint_every, n_warmup + n_draws)
     if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike)):
         raise TypeError(f"checkpoint must be a path, got {type(checkpoint).__name__}")
+    if checkpoint is not None and resume is None and every > n_warmup + n_draws:
+        warnings.warn(f"checkpoint_every={every} is more than this run's {n_warmup + n_draws} "
+                      "iterations per chain: no checkpoint will be written",
+                      UserWarning, stacklevel=4)
     if checkpoint is not None:
         folder = os.path.dirname(os.path.abspath(os.fspath(checkpoint)))
         if not os.path.isdir(folder):
             raise ValueError(f"checkpoint: folder {folder!r} does not exist")
-    call = {"method": sampler.method, "n_draws": n_draws, "n_warmup": n_warmup,
-            "chains": chains, "keep_warmup": bool(keep_warmup),
-            "options": fingerprint(sampler), "dim": sampler.potential.dim}
+    call = {"method": sampler.method, "dim": sampler.potential.dim, "n_draws": n_draws,
+            "n_warmup": n_warmup, "chains": chains, "keep_warmup": bool(keep_warmup),
+            "options": fingerprint(sampler)}
+    texts = option_texts(sampler)
     loaded = None
     if resume is not None:
         if not isinstance(resume, (str, os.PathLike)):
             raise TypeError(f"resume must be a checkpoint path or a Result, got "
                             f"{type(resume).__name__}")
         header, arrays = load(resume)
-        for key, mine in call.items():
-            if header.get(key) != mine:
-                what = "the sampler's options" if key == "options" else key
+        for key, mine in call.items():       # the potential's dim before the options
+            if header.get(key) == mine:
+                continue
+            if key == "options":
                 raise ValueError(
-                    f"resume={os.fspath(resume)!r}: {what} differ(s) from the checkpoint's "
-                    f"({header.get(key)!r} there, {mine!r} here); call sample with the "
-                    "arguments of the checkpointed run")
+                    f"resume={os.fspath(resume)!r}: the sampler's options differ from the "
+                    f"checkpoint's{_options_differ(header.get('option_texts'), texts)}; "
+                    "call sample with the options of the checkpointed run")
+            what = "the potential's dim" if key == "dim" else key
+            raise ValueError(
+                f"resume={os.fspath(resume)!r}: {what} differs from the checkpoint's "
+                f"({header.get(key)!r} there, {mine!r} here); call sample with the "
+                "potential and arguments of the checkpointed run")
         if seed is not None and [_seed_record(g) for g in generators] != header["seeds"]:
             raise ValueError(f"resume={os.fspath(resume)!r}: the seed differs from the "
                              "checkpointed run's (omit seed= to take the checkpoint's)")
@@ -504,7 +560,7 @@ def setup(sampler, *, n_draws, n_warmup, chains, keep_warmup, generators, checkp
         if checkpoint_every is None:
             every = header.get("checkpoint_every", every)
     header = dict(call, format=FORMAT, version=VERSION, checkpoint_every=every,
-                  seeds=[_seed_record(g) for g in generators])
+                  seeds=[_seed_record(g) for g in generators], option_texts=texts)
 
     def make(run):
         return Checkpointer(run, checkpoint, every, header, loaded)

@@ -3,8 +3,9 @@
 
 Phases (per chain)
 ------------------
-1. explore: exact HMC for ``n_warmup`` iterations (adaptation in the first
-   half when ``adapt``); its last ``n_start`` states start the surrogate
+1. explore: exact NUTS (under the no-regret rule, the default) or HMC (the
+   paper's, ``no_regret=False``) for ``n_warmup`` iterations (adaptation in
+   the first half when ``adapt``); its last ``n_start`` states start the surrogate
    (or, when they are too few for the network, every point its
    trajectories evaluated from ``train_from`` on: ``training``).
 2. start: a random-basis network is fitted to those points; a Greville

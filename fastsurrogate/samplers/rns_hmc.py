@@ -3,7 +3,8 @@ Zhao 2017, Algorithm 3), with an exact Metropolis test.
 
 Phases
 ------
-1. explore: exact HMC or NUTS (warm-up adaptation first, when ``adapt``);
+1. explore: exact NUTS (under the no-regret rule, the default) or HMC (the
+   paper's, ``no_regret=False``; warm-up adaptation first, when ``adapt``);
    the states after the warming-up period, with their exact U, are the
    training set (pooled over chains); when they are too few for the
    dimension, every point their trajectories evaluated is
@@ -171,10 +172,11 @@ class RNSHMC(HMC):
     inner : {"hmc", "nuts"}
         The kernel on V for ``transitions``: HMC with this sampler's
         ``n_steps`` / ``random_n_steps``, or NUTS (``max_tree_depth``).
-    explore : {"hmc", "nuts"}
-        The exact kernel of the exploration phase: HMC (default, the paper)
-        or NUTS (Stan's multinomial NUTS; its step size then starts the
-        exploitation).
+    explore : {"hmc", "nuts"} or None
+        The exact kernel of the exploration phase: NUTS (Stan's multinomial
+        NUTS; its step size then starts the exploitation) or HMC (the
+        paper's).  None (default): NUTS under the no-regret rule (the
+        default), HMC with ``no_regret=False``.
     max_tree_depth : int
         NUTS (``inner`` or ``explore``): at most 2**max_tree_depth - 1
         leapfrog steps per transition.
@@ -306,7 +308,8 @@ class RNSHMC(HMC):
                 f"{n_warmup - 2}, or a fraction < 1)")
 
     def phases(self, run):
-        """Explore with exact HMC, train the network on the pooled states, exploit.
+        """Explore with exact NUTS or HMC (``explore``), train the network on
+        the pooled states, exploit (or fall back, under the no-regret rule).
 
         ``result.surrogate`` is the trained network, ``warmup_draws`` the
         exploration chain and ``timings`` the seconds of ``warmup``
