@@ -54,7 +54,9 @@ def test_ctrl_c_in_chain_1_keeps_chain_0():
     full = Counting()
     hmc(fs.Potential.from_callable(full, 3), n_draws=60, n_warmup=20, chains=2, seed=3)
     f = Counting(at=full.calls - 30, exc=KeyboardInterrupt())
-    res = hmc(fs.Potential.from_callable(f, 3), n_draws=60, n_warmup=20, chains=2, seed=3)
+    with pytest.warns(RuntimeWarning, match=r"interrupted: the chains completed \[60, \d+\] "
+                      r"of 60 draws \(warm-up: \[20, 20\] of 20\)"):
+        res = hmc(fs.Potential.from_callable(f, 3), n_draws=60, n_warmup=20, chains=2, seed=3)
     assert res.interrupted
     assert res.draws.shape == (2, 60, 3)
     assert res.n_done[0] == 60 and res.n_done[1] < 60

@@ -16,6 +16,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 
@@ -111,6 +112,17 @@ def check_positive(name, value, allow_none=False):
     if not (v > 0 and np.isfinite(v)):
         raise ValueError(f"{name} must be positive and finite, got {value!r}")
     return v
+
+
+def warn_if_interrupted(run, res, n_draws, n_warmup):
+    """A RuntimeWarning when Ctrl-C stopped the run: the Result it returns
+    holds fewer draws than asked for, which a notebook would not show."""
+    if run.interrupted and run.error is None:
+        warm = "" if res.warmup_n_done is None or not n_warmup else \
+            f" (warm-up: {res.warmup_n_done.tolist()} of {n_warmup})"
+        warnings.warn(f"sampling was interrupted: the chains completed {res.n_done.tolist()} "
+                      f"of {n_draws} draws{warm}; the Result holds them (result.interrupted "
+                      "is True)", RuntimeWarning, stacklevel=4)
 
 
 def check_potential(potential, name="potential", dim=None):
@@ -684,6 +696,7 @@ class Sampler:
             run.checkpoint = make_checkpointer(run)
         self._run_phases(run)
         res = run.result()
+        warn_if_interrupted(run, res, n_draws, n_warmup)
         if run.error is not None:
             run.error.result = res
             raise run.error

@@ -672,7 +672,7 @@ def continue_result(sampler, res, n_draws, progress, keep_warmup):
         with ctx.phase("sample"):
             ctx.run_span(chain, ctx.main, 0, n_draws, "sample")
 
-    from ._base import _Stopped
+    from ._base import _Stopped, warn_if_interrupted
     run.start(q0, warm_rows=0)
     drives = [pot if r["drive"] == _POTENTIAL else r["drive"] for r in recs]
     parallel = pot.thread_safe and all(d.thread_safe for d in drives)
@@ -683,6 +683,7 @@ def continue_result(sampler, res, n_draws, progress, keep_warmup):
     except KeyboardInterrupt:
         run.interrupted = True
     out = run.result()
+    warn_if_interrupted(run, out, n_draws, 0)
     if run.error is not None:
         run.error.result = out
         raise run.error
