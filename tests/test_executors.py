@@ -75,6 +75,26 @@ def test_threads_and_processes_give_the_default_draws(model, processes, method, 
         assert res.info["exact_evaluations"] == ref.info["exact_evaluations"]
 
 
+def test_a_memory_mapped_x_goes_to_the_processes_as_its_file(model, processes, tmp_path):
+    """X from np.load(path, mmap_mode="r"): a ProcessPoolExecutor's workers map
+    the file (the pickle holds its name and offset, not X), with the same draws."""
+    from fastsurrogate.samplers import _executors
+    X, y, _ = fs.datasets.simulate_logistic(1500, 4, seed=2)
+    np.save(tmp_path / "X.npy", X)
+    Xm = np.load(tmp_path / "X.npy", mmap_mode="r")
+    mapped = fs.models.LogisticRegression(Xm, y, prior_sd=10.0)
+    ref = _run(model, "nuts", dict(max_tree_depth=6), 2, None)
+    _same(_run(mapped, "nuts", dict(max_tree_depth=6), 2, processes), ref)
+    small = _executors._dumps(mapped, {}, grow=False, mapped=True)
+    whole = _executors._dumps(mapped, {}, grow=False)
+    assert len(whole) - len(small) > 0.95 * X.nbytes, (len(whole), len(small))   # y stays
+    back = __import__("pickle").loads(small)
+    assert np.array_equal(back.X, X) and back.value(np.ones(4)) == model.value(np.ones(4))
+    # a view that is not one contiguous block of the file goes by value
+    assert _executors._mapped_file(Xm[:, :2]) is None
+    assert _executors._mapped_file(Xm[10:20])[1] == _executors._mapped_file(Xm)[1] + 10 * 4 * 8
+
+
 @pytest.mark.parametrize("method, kw, chains", CASES)
 def test_dask_cluster_gives_the_default_draws(model, dask_client, method, kw, chains):
     ref = _run(model, method, kw, chains, None)

@@ -70,6 +70,32 @@ def test_flat_prior_and_bad_labels(client):
         fs.models.LogisticRegression(da.from_array(X, chunks=(1000, 5)), y, prior_sd=-1.0)
     with pytest.raises(TypeError, match="Dask arrays"):
         dist.fisher_information(b)
+    # a bad value is reported at its row in the data set, not in its chunk
+    with pytest.raises(ValueError, match=r"y\[1500\] = 2"):
+        fs.models.LogisticRegression(da.from_array(X, chunks=(1000, 5)), bad)
+    badx = X.copy()
+    badx[2123, 3] = np.nan
+    with pytest.raises(ValueError, match=r"X\[2123, 3\]"):
+        fs.models.LogisticRegression(da.from_array(badx, chunks=(1000, 5)), y)
+    with pytest.raises(TypeError, match="fixed when it is built"):
+        dist.n_threads = 2
+
+
+def test_numpy_x_is_chunked_like_y_and_dask_frames_are_refused(client):
+    X, y = _data(fs.models.LogisticRegression)
+    ref = fs.models.LogisticRegression(X, y)
+    dist = fs.models.LogisticRegression(X, da.from_array(y, chunks=1000))
+    assert dist.distributed.n_chunks == 3          # was one chunk on one worker
+    b = np.full(5, 0.2)
+    assert abs(dist.value(b) - ref.value(b)) <= 1e-12 * abs(ref.value(b))
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    frame = dd.from_pandas(pd.DataFrame(X), npartitions=3)
+    with pytest.raises(TypeError, match=r"X is a Dask .*to_dask_array\(lengths=True\)"):
+        fs.models.LogisticRegression(frame, y)
+    with pytest.raises(TypeError, match="y is a Dask"):
+        fs.models.LogisticRegression(da.from_array(X, chunks=(1000, 5)),
+                                     dd.from_pandas(pd.Series(y), npartitions=3))
 
 
 def test_rns_hmc_with_x_on_the_cluster_is_exact(client):

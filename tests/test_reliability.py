@@ -346,3 +346,19 @@ def test_fs_sample_takes_the_sampler_s_default_warm_up():
     res = fs.sample(m, "arns-hmc", 5, no_regret=False, n_hidden=20, **kw)
     assert fs.ARNSHMC.default_warmup == 400 and res.warmup_draws.shape[1] == 400
     assert fs.sample(m, "hmc", 5, **kw).warmup_draws.shape[1] == fs.HMC.default_warmup == 1000
+
+
+def test_the_finiteness_check_finds_a_nan_in_any_block():
+    """real_array checks finiteness in blocks (no bool copy of a whole data
+    matrix): a NaN past the first block is still found and named."""
+    from fastsurrogate.core import _checks
+    X = np.zeros((3 * _checks._FINITE_BLOCK // 10 + 7, 10))
+    X[-1, 9] = np.inf
+    with pytest.raises(ValueError, match=rf"X\[{X.shape[0] - 1}, 9\] = inf"):
+        fs.models.LogisticRegression(X, np.zeros(X.shape[0]))
+    X[-1, 9] = 0.0
+    X[_checks._FINITE_BLOCK // 10 + 3, 2] = np.nan
+    with pytest.raises(ValueError, match=rf"X\[{_checks._FINITE_BLOCK // 10 + 3}, 2\] = nan"):
+        fs.models.LogisticRegression(X, np.zeros(X.shape[0]))
+    X[_checks._FINITE_BLOCK // 10 + 3, 2] = 0.0
+    assert fs.models.LogisticRegression(X, np.zeros(X.shape[0])).n_obs == X.shape[0]

@@ -71,6 +71,14 @@ def test_nnghmc_gradient_network_training_has_a_bar_per_training(bars):
         assert b.desc.startswith(f"train (gradient network {j + 1} of <= ")
         # total: the optimiser's iteration budget; updates: the iterations it ran
         assert b.total == 40 and b.n == e["iterations"] and b.closed
+    # the exploration and trial bars name their cycle too; the kept draws'
+    # bar says which kernel drew them
+    n = len(tb)
+    for j in range(n):
+        assert _by_desc(bars, f"trial ({j + 1} of <= ")[0].desc.endswith(", round 1")
+    assert len(_by_desc(bars, "explore (1 of <= ")) == 1
+    (draws,) = [b for b in bars if b.desc in ("nnghmc", "exact")]
+    assert draws.desc == ("nnghmc" if res.info["switched"] else "exact")
 
 
 def test_vhmc_bar_names_the_score_matching_phase(bars):

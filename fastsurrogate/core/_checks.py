@@ -8,6 +8,20 @@ def _shape_text(shape):
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
+_FINITE_BLOCK = 1 << 20      # entries per block of the finiteness check (8 MB of float64)
+
+
+def _all_finite(arr):
+    """np.isfinite(arr).all() in blocks of a C-contiguous array: its boolean
+    temporary is one block, not an eighth of the array (100 MB for a
+    0.8 GB data matrix)."""
+    flat = arr.reshape(-1)
+    for start in range(0, flat.size, _FINITE_BLOCK):
+        if not np.isfinite(flat[start:start + _FINITE_BLOCK]).all():
+            return False
+    return True
+
+
 def real_array(name, a, ndim=None, shape=None, *, copy=True, allow_nonfinite=False):
     """`a` as a C-contiguous float64 ndarray of real numbers, checked.
 
@@ -48,7 +62,7 @@ def real_array(name, a, ndim=None, shape=None, *, copy=True, allow_nonfinite=Fal
             raise ValueError(f"{name} must have shape {_shape_text(shape)}, got {arr.shape}")
     elif ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
-    if not allow_nonfinite and not np.isfinite(arr).all():
+    if not allow_nonfinite and not _all_finite(arr):
         where = tuple(int(i) for i in np.argwhere(~np.isfinite(arr))[0])
         entry = f"{name}[{', '.join(map(str, where))}]" if where else name
         raise ValueError(f"{name} must be finite; {entry} = {arr[where]} "

@@ -91,9 +91,11 @@ cdef tuple _validate(X, y, prior_sd, prior_mean, str labels):
 
 
 cdef bint _is_dask_array(x):
-    """A dask.array.Array, recognised without importing dask."""
+    """A Dask collection (array, or a DataFrame / Series, which
+    DistributedGLM refuses with what to pass instead), recognised without
+    importing dask."""
     mod = getattr(type(x), "__module__", "") or ""
-    return mod.split(".")[0] == "dask" and hasattr(x, "to_delayed")
+    return mod.split(".")[0] in ("dask", "dask_expr") and hasattr(x, "to_delayed")
 
 
 cdef double _check_sigma(sigma) except -1.0:
@@ -271,6 +273,9 @@ cdef class GeneralizedLinearModel(Potential):
 
     @n_threads.setter
     def n_threads(self, value):
+        if self._distributed is not None:
+            raise TypeError(f"{type(self).__name__} on Dask arrays: its threads per chunk "
+                            "evaluation are fixed when it is built (the n_threads argument)")
         self._require_ready()
         _check_n_threads(value)
         self.model.n_threads = <int>value

@@ -21,6 +21,8 @@ the model is built: create a ``distributed.Client`` first.  dask and
 distributed are imported here only, lazily.
 """
 
+import re
+
 import numpy as np
 
 __all__ = ["is_dask_array", "DistributedGLM"]
@@ -32,13 +34,36 @@ def is_dask_array(x):
     return mod.split(".")[0] == "dask" and hasattr(x, "chunks") and hasattr(x, "to_delayed")
 
 
-def _chunk_model(cls, X, y, sigma, n_threads):
-    """On a worker: the chunk's in-memory GLM without a prior (flat)."""
+def _not_an_array(x, name):
+    """A TypeError for a Dask DataFrame / Series: its partitions have no known
+    row counts, and np.asarray of it would pull the data into this process."""
+    mod = getattr(type(x), "__module__", "") or ""
+    if mod.split(".")[0] in ("dask", "dask_expr") and not is_dask_array(x):
+        how = "to_dask_array(lengths=True)" if hasattr(x, "to_dask_array") else "values"
+        raise TypeError(f"{name} is a Dask {type(x).__name__}: pass a Dask array, "
+                        f"{name}.{how}, so that its rows stay in their chunks")
+
+
+_ROW = re.compile(r"\b([Xy])\[(\d+)")
+
+
+def _global_rows(message, start):
+    """A chunk model's message with its row indices made the data set's
+    (``X[i, j]``, ``y[i]`` from the chunk starting at row ``start``)."""
+    return _ROW.sub(lambda m: f"{m.group(1)}[{int(m.group(2)) + start}", message)
+
+
+def _chunk_model(cls, X, y, sigma, n_threads, start=0):
+    """On a worker: the chunk's in-memory GLM without a prior (flat); a bad
+    value is reported at its row in the whole data set."""
     X = np.ascontiguousarray(X, dtype=np.float64)
     y = np.ascontiguousarray(y, dtype=np.float64)
-    if cls.__name__ == "LinearRegression":
-        return cls(X, y, sigma=sigma, prior_sd=None, n_threads=n_threads)
-    return cls(X, y, prior_sd=None, n_threads=n_threads)
+    try:
+        if cls.__name__ == "LinearRegression":
+            return cls(X, y, sigma=sigma, prior_sd=None, n_threads=n_threads)
+        return cls(X, y, prior_sd=None, n_threads=n_threads)
+    except ValueError as exc:
+        raise ValueError(_global_rows(str(exc), start)) from None
 
 
 class _Chunk:
@@ -46,9 +71,9 @@ class _Chunk:
     (no prior) and nothing else.  Calls go straight to the worker, without a
     trip through the scheduler."""
 
-    def __init__(self, cls, Xy, sigma, n_threads):
+    def __init__(self, cls, Xy, sigma, n_threads, start=0):
         X, y = Xy
-        self.model = _chunk_model(cls, X, y, sigma, n_threads)
+        self.model = _chunk_model(cls, X, y, sigma, n_threads, start)
         self.n_obs = int(X.shape[0])
 
     def value_and_grad(self, beta):
@@ -90,8 +115,14 @@ class DistributedGLM:
         except ImportError as exc:  # pragma: no cover - only reached with dask arrays
             raise ImportError("GLMs on Dask arrays need dask[distributed] "
                               "(pip install 'fastsurrogate[dask]')") from exc
+        _not_an_array(X, "X")
+        _not_an_array(y, "y")
         if not is_dask_array(X):
-            X = da.asarray(np.asarray(X))
+            # rows chunked like y's (not one chunk on one worker)
+            X = np.asarray(X)
+            X = da.from_array(X, chunks=(y.chunks[0] if X.ndim == 2 and y.ndim == 1 and
+                                         y.shape[0] == X.shape[0] else "auto", -1)
+                              if X.ndim == 2 else "auto")
         if not is_dask_array(y):
             y = da.asarray(np.asarray(y))
         if X.ndim != 2:
@@ -129,8 +160,10 @@ class DistributedGLM:
                                  for xb, yb in zip(xs, ys)])
         # one actor per chunk, placed where its rows are; construction errors
         # (bad labels, non-finite X) surface here as the in-memory ValueError
-        actors = [client.submit(_Chunk, cls, c, float(sigma), self.n_threads, actor=True)
-                  for c in chunks]
+        starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int).tolist()
+        actors = [client.submit(_Chunk, cls, c, float(sigma), self.n_threads, start,
+                                actor=True)
+                  for c, start in zip(chunks, starts)]
         self.chunks = [a.result() for a in actors]
         self._futures = (chunks, actors)      # keep the chunks and actors alive
         self.n_chunks = len(self.chunks)

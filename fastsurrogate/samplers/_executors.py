@@ -34,8 +34,11 @@ number of workers.
 Potentials are pickled once per phase beside the chains (not once per
 chain) and come back as the caller's own objects (a pickle persistent id),
 so ``chain.judge is sampler.potential`` still holds after a remote phase.
-A model's data travel with it (a GLM built on NumPy arrays pickles X);
-a GLM built on Dask arrays pickles only references to its persisted chunks.
+A model's data travel with it (a GLM built on NumPy arrays pickles X; to
+a ProcessPoolExecutor, an X mapped read-only from a file, as
+``np.load(path, mmap_mode="r")`` gives, goes as the file's name and offset,
+and the workers map it again: :func:`_pickler_base`); a GLM built on Dask
+arrays pickles only references to its persisted chunks.
 
 Not remote: a Ctrl-C stops the waiting, cancels chains that have not
 started and keeps each chain's rows up to the previous phase (a remote
@@ -44,10 +47,12 @@ chain's phase returns.
 """
 
 import io
+import mmap
 import os
 import pickle
 import socket
-from concurrent.futures import Executor, ThreadPoolExecutor, wait, FIRST_EXCEPTION
+from concurrent.futures import (Executor, ProcessPoolExecutor, ThreadPoolExecutor, wait,
+                                FIRST_EXCEPTION)
 
 import numpy as np
 
@@ -155,19 +160,61 @@ def _local(run, worker, ex):
 _TAG = "fastsurrogate.potential"
 
 
-def _pickler_base():
+def _mapped_file(a):
+    """(filename, offset, shape, dtype) when ndarray ``a`` is a C-contiguous
+    view into a file mapped read-only (``np.load(path, mmap_mode="r")``, an
+    ``np.memmap`` in mode "r"), else None."""
+    if not (isinstance(a, np.ndarray) and a.flags.c_contiguous and a.size):
+        return None
+    m = a                   # the memmap that owns the mapping: its data is at m.offset
+    while isinstance(m.base, np.ndarray):       # (a sliced memmap keeps its parent's offset)
+        m = m.base
+    if not (isinstance(m, np.memmap) and isinstance(m.base, mmap.mmap)) or \
+            getattr(m, "mode", None) != "r" or not m.filename:
+        return None
+    delta = a.__array_interface__["data"][0] - m.__array_interface__["data"][0]
+    if delta < 0 or delta + a.nbytes > m.nbytes:
+        return None
+    return os.fspath(m.filename), int(m.offset) + int(delta), a.shape, a.dtype.str
+
+
+def _open_mapped(filename, offset, shape, dtype):
+    """The worker's side of :func:`_mapped_file`: the same bytes, mapped again."""
+    return np.asarray(np.memmap(filename, dtype=np.dtype(dtype), mode="r", offset=offset,
+                                shape=tuple(shape), order="C"))
+
+
+def _pickler_base(mapped=False):
+    """The executors' pickler: cloudpickle's (ships with dask; pickles lambdas
+    and closures) or pickle's.  ``mapped`` (a ProcessPoolExecutor: workers on
+    this machine): arrays that view a file mapped read-only (a data matrix
+    from ``np.load(path, mmap_mode="r")``) go as the file's name and offset,
+    so a worker maps the same pages instead of receiving a copy of X (which
+    it then held twice over, each phase)."""
     try:
-        import cloudpickle   # ships with dask; pickles lambdas and closures
-        return cloudpickle.CloudPickler
+        import cloudpickle
+        base = cloudpickle.CloudPickler
     except ImportError:      # pragma: no cover - plain pickle: bound methods only
-        return pickle.Pickler
+        base = pickle.Pickler
+    if not mapped:
+        return base
+
+    class _Pickler(base):
+        def reducer_override(self, obj):
+            where = _mapped_file(obj) if isinstance(obj, np.ndarray) else None
+            if where is not None:
+                return _open_mapped, where
+            sup = getattr(super(), "reducer_override", None)
+            return sup(obj) if sup is not None else NotImplemented
+
+    return _Pickler
 
 
-def _dumps(obj, tokens, grow=True):
+def _dumps(obj, tokens, grow=True, mapped=False):
     """Pickle `obj` with every Potential replaced by a token: tokens maps
     id(potential) -> (token, potential); new potentials are added to it
-    (grow) or pickled whole (not grow)."""
-    base = _pickler_base()
+    (grow) or pickled whole (not grow).  ``mapped``: see :func:`_pickler_base`."""
+    base = _pickler_base(mapped)
 
     class _Pickler(base):
         def persistent_id(self, o):
@@ -265,17 +312,18 @@ def _remote(run, worker, ex, kind):
     tokens = {}
     fields = {k: v for k, v in run.__dict__.items() if k not in _RUN_LOCAL}
     calls = []
+    mapped = isinstance(ex, ProcessPoolExecutor)      # its workers share this file system
     for ctx in run.ctxs:
         state = {k: v for k, v in ctx.__dict__.items() if k != "run"}
         try:
-            calls.append(_dumps((worker, state, fields), tokens))
+            calls.append(_dumps((worker, state, fields), tokens, mapped=mapped))
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             raise TypeError(
                 f"executor={type(ex).__name__} needs the chains' state and the phase to pickle; "
                 f"{exc}") from exc
     table = {token: p for token, p in tokens.values()}
     buf = io.BytesIO()
-    _pickler_base()(buf, protocol=5).dump(table)
+    _pickler_base(mapped)(buf, protocol=5).dump(table)
     table_bytes = buf.getvalue()
     local = {token: p for token, p in tokens.values()}
     if kind == "dask":

@@ -338,8 +338,8 @@ class NNGHMC(HMC):
             for ctx in run.ctxs:
                 ctx.recorder.active = False
             parallel = self.potential.thread_safe and (not switched or run.net.thread_safe)
-            run.each_chain(lambda ctx: self.draw(ctx, switched), run.n_draws, self.method,
-                           parallel)                            # 4. sample
+            run.each_chain(lambda ctx: self.draw(ctx, switched), run.n_draws,
+                           self.method if switched else "exact", parallel)   # 4. sample
             if not switched and run.info.get("fallback") is not None:
                 run.info["fallback"]["metric_refit"] = [getattr(c, "refit", None)
                                                         for c in run.ctxs]
@@ -361,6 +361,9 @@ class NNGHMC(HMC):
         train on every point so far and trial the network.  True on a switch."""
         events = run.info["events"]
         for j, t in enumerate(trainings):
+            # the progress bars say which of the (at most) len(trainings)
+            # explore / train / trial cycles runs
+            run.cycle_label = f" ({j + 1} of <= {len(trainings)})"
             if t > run.iteration:
                 self.exact_span(run, t, record=True)
             if self.no_regret:
@@ -507,7 +510,8 @@ class NNGHMC(HMC):
                                                              time.perf_counter() - t0, None)[:2]
                     ctx.exact_windows = None
 
-        run.each_chain(worker, n, "explore" if record else "burn-in")
+        run.each_chain(worker, n, ("explore" + getattr(run, "cycle_label", "")) if record
+                       else "burn-in")
         run.row += n
         run.iteration = last
 
@@ -559,8 +563,8 @@ class NNGHMC(HMC):
         rounds = 0
         while True:
             run.stage[run.row:run.row + n] = STAGE_TRIAL
-            run.each_chain(worker, n, "trial",
-                           self.potential.thread_safe and run.net.thread_safe)
+            run.each_chain(worker, n, f"trial{getattr(run, 'cycle_label', '')}, round "
+                           f"{rounds + 1}", self.potential.thread_safe and run.net.thread_safe)
             run.row += n
             rounds += 1
             trial_acc = float(np.mean([c.warm["accept_prob"][row0:run.row] for c in run.ctxs]))
