@@ -182,7 +182,8 @@ def option_texts(sampler):
 
 
 def _options_differ(there, here):
-    """' (name: A there, B here; ...)' for the options that differ, or ''."""
+    """': name: A there, B here; ...' for the options that differ (``there``
+    the checkpoint's :func:`option_texts`, absent in older files), or ''."""
     if not isinstance(there, dict):
         return ""
     names = sorted(set(there) | set(here))
