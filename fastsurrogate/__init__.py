@@ -100,8 +100,9 @@ def sample(potential, method="hmc", n_draws=1000, n_warmup=None, **kwargs):
     **kwargs
         Go to the sampler's constructor (e.g. ``step_size``, ``n_steps``,
         ``n_hidden``, ``no_regret``) or to its ``sample`` method
-        (``chains``, ``seed``, ``init``, ``progress``, ``checkpoint``,
-        ``resume``, ``executor``), whichever accepts them; an argument
+        (``chains``, ``seed``, ``init``, ``progress``, ``keep_warmup``,
+        ``checkpoint``, ``checkpoint_every``, ``resume``, ``executor``),
+        whichever accepts them; an argument
         neither accepts is a TypeError.
 
     Returns

@@ -249,6 +249,16 @@ def test_resume_refuses_another_run(tmp_path):
         fs.HMC(other, n_steps=5).sample(150, 200, chains=2, resume=path, progress=False)
 
 
+def test_fs_resume_finds_the_sampler_of_a_vhmc_exact_run(tmp_path):
+    """VHMC with exact=True names its runs "vhmc-exact", which is no key of
+    fs.SAMPLERS: fs.resume raised "unknown method" (sample(..., resume=) worked)."""
+    path = tmp_path / "ck.npz"
+    ref = run("vhmc", MODEL)
+    assert ref.method == "vhmc-exact"
+    assert_same(run("vhmc", MODEL, checkpoint=path, checkpoint_every=60), ref)
+    assert_same(fs.resume(path, MODEL, progress=False, **SAMPLERS["vhmc"][1]), ref)
+
+
 def test_a_short_run_still_writes_its_checkpoint(tmp_path):
     """The default interval shrinks to a quarter of a run shorter than it
     (1000 iterations would have written nothing for 200); an explicit

@@ -37,6 +37,11 @@ def test_help_lists_every_subcommand_on_one_line(flag):
 def test_subcommand_help_and_unknown_command():
     out = _run("reproduce", "--help")
     assert out.returncode == 0 and "usage" in out.stdout.lower()
+    # a table's own options (the general help was printed instead)
+    out = _run("reproduce", "sg-rem", "--help")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: fastsurrogate reproduce sg-rem") and \
+        "--truth-draws" in out.stdout
     out = _run("frobnicate")
     assert out.returncode == 2 and "fastsurrogate --help" in out.stderr
 

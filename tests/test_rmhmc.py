@@ -834,3 +834,22 @@ def test_auto_steps_arguments_checked():
         chain.n_steps = 0
     with pytest.raises(TypeError, match="n_steps must be an integer"):
         chain.n_steps = 2.5
+
+
+def test_options_the_surrogate_riemannian_and_online_samplers_would_ignore_are_refused():
+    """ARNS-HMC and RNS-RMHMC take RNS-HMC's options through **options; the
+    ones they do not use were accepted and silently ignored (a given
+    surrogate= was ignored and a network trained; guard=0.9 did nothing)."""
+    X, y, _ = fs.datasets.simulate_logistic(300, 2, seed=0)
+    m = fs.models.LogisticRegression(X, y)
+    net = fs.surrogates.RandomNetwork.random(2, 5, seed=0)
+    for kw in (dict(surrogate=net), dict(guard=0.9), dict(guard_window=50),
+               dict(guard_action="stop")):
+        with pytest.raises(ValueError, match=f"ARNS-HMC does not use {list(kw)[0]}"):
+            fs.ARNSHMC(m, **kw)
+    for kw in (dict(transitions=2), dict(inner="nuts"), dict(delayed_acceptance=True),
+               dict(guard=0.5), dict(guard_window=50)):
+        with pytest.raises(ValueError, match=f"RNS-RMHMC does not use {list(kw)[0]}"):
+            fs.RNSRMHMC(m, **kw)
+    fs.ARNSHMC(m, guard=None, delayed_acceptance=False)       # None / False: not given
+    fs.RNSRMHMC(m, guard=None, transitions=None)

@@ -156,7 +156,11 @@ def main(argv=None):
                     "as DIR/<table>.md (and PNG plots where matplotlib is installed).",
         epilog="Tables:\n" + _list() + "\n\nA table's own options: fastsurrogate reproduce "
                "TABLE --help (run one table alone to pass them).",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+    # -h is ours: with one TABLE it shows that table's options (argparse's own
+    # help action would print this parser's help first)
+    ap.add_argument("-h", "--help", action="store_true",
+                    help="show this help and exit (with one TABLE: that table's options)")
     ap.add_argument("tables", nargs="*", metavar="TABLE", help="tables to run (default: all)")
     ap.add_argument("--quick", action="store_true",
                     help="reduced lengths: the whole set in under 15 minutes on 2 cores")
@@ -164,6 +168,12 @@ def main(argv=None):
                     help="folder of the reports (default ./reproduce-out)")
     ap.add_argument("--list", action="store_true", help="list the tables and exit")
     args, rest = ap.parse_known_args(argv)
+    if args.help:
+        if len(args.tables) == 1 and args.tables[0] in TABLES:
+            _parser(TABLES[args.tables[0]])[0].print_help()
+        else:
+            ap.print_help()
+        return 0
     if args.list:
         print(_list())
         return 0

@@ -114,6 +114,15 @@ def check_positive(name, value, allow_none=False):
     return v
 
 
+def refuse_options(sampler_name, options, names, why):
+    """A ValueError for an option the sampler accepts through ``**options``
+    (from the class it extends) but does not use: given, it would be
+    silently ignored.  None and False count as not given."""
+    given = [k for k in names if options.get(k) is not None and options.get(k) is not False]
+    if given:
+        raise ValueError(f"{sampler_name} does not use {', '.join(given)}: {why}")
+
+
 def warn_if_interrupted(run, res, n_draws, n_warmup):
     """A RuntimeWarning when Ctrl-C stopped the run: the Result it returns
     holds fewer draws than asked for, which a notebook would not show."""
@@ -612,8 +621,9 @@ class Sampler:
             the sampler's phases before the kept draws); default
             ``default_warmup`` (1000 for most samplers).
         chains : int, optional
-            Number of chains (default ``default_chains``: 4, or 1 for the
-            samplers that pool training data).  They run in threads when the
+            Number of chains (default ``default_chains``: 4 for HMC,
+            NUTS, VHMC, SGLD and SGHMC; 1 for RNS-HMC, ARNS-HMC, NNgHMC,
+            RMHMC and RNS-RMHMC).  They run in threads when the
             potentials release the GIL (compiled potentials), else in turn.
         seed : int, numpy.random.SeedSequence or Generator, optional
             Chain k uses child k of the seed's SeedSequence.

@@ -561,7 +561,8 @@ def setup(sampler, *, n_draws, n_warmup, chains, keep_warmup, generators, checkp
         if checkpoint_every is None:
             every = header.get("checkpoint_every", every)
     header = dict(call, format=FORMAT, version=VERSION, checkpoint_every=every,
-                  seeds=[_seed_record(g) for g in generators], option_texts=texts)
+                  seeds=[_seed_record(g) for g in generators], option_texts=texts,
+                  sampler=type(sampler).method)
 
     def make(run):
         return Checkpointer(run, checkpoint, every, header, loaded)
@@ -603,7 +604,11 @@ def resume(path, potential, **options):
     """
     import fastsurrogate as fs
     header, _ = read_npz(path, FORMAT, VERSION)
-    return fs.sample(potential, header["method"], header["n_draws"], header["n_warmup"],
+    # the sampler's key in fs.SAMPLERS: "method" is the run's (VHMC with
+    # exact=True calls itself "vhmc-exact"; files before "sampler" was kept)
+    key = header.get("sampler") or {"vhmc-exact": "vhmc"}.get(header["method"],
+                                                              header["method"])
+    return fs.sample(potential, key, header["n_draws"], header["n_warmup"],
                      chains=header["chains"], keep_warmup=header["keep_warmup"],
                      resume=path, **options)
 

@@ -35,7 +35,7 @@ from ..core._blas_threads import blas_threads
 from ..surrogates._online import OnlineLayerHook, SMWTrainer
 from ..surrogates.online import OnlineOutputLayer, centred_rows, with_bias, set_output_weights
 from ..surrogates.random_network import train_random_network
-from ._base import check_int, check_int_or_auto, check_number
+from ._base import check_int, check_int_or_auto, check_number, refuse_options
 from .rns_hmc import (RNSHMC, quadratic_count, recorder_capacity, surrogate_seed,
                       trajectory_points)
 from . import _noregret
@@ -121,7 +121,10 @@ class ARNSHMC(RNSHMC):
         at d = 50, where s = 1000 accepted 0.31 in the same trial).
     **options
         activation, standardize, delayed_acceptance, no_regret, train_from,
-        trial_length, explore and the HMC options, as for :class:`RNSHMC`.
+        trial_length, explore, ridge, input_scale, transitions, inner,
+        max_tree_depth, subspace_points and the HMC options, as for
+        :class:`RNSHMC` (``surrogate`` and the ``guard`` options are
+        refused: each chain trains its own network online).
         With ``no_regret`` on (the default) each chain decides on its own: the cost
         check after its exploration, then a trial of ``trial_length``
         iterations with the start network (no online updates in it);
@@ -138,6 +141,10 @@ class ARNSHMC(RNSHMC):
                  **options):
         if options.get("base") is not None:
             raise ValueError("ARNS-HMC has no base option: its online trainer fits U itself")
+        refuse_options("ARNS-HMC", options, ("surrogate", "guard", "guard_window",
+                                             "guard_action"),
+                       "each chain trains its own network online, from its exploration, and "
+                       "has no guard (its online updates follow the chain)")
         options.setdefault("guard", None)
         fit_defaulted = {k: k not in options for k in ("input_scale", "ridge")}
         training = options.setdefault("training", "auto")

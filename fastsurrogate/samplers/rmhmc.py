@@ -16,7 +16,7 @@ from ..models._models import Gaussian
 from ..core._potential import WeightedSum
 from ..surrogates._network import RandomNetwork
 from ._base import Sampler, check_int, check_int_or_auto, check_positive
-from ._base import check_flag, check_number
+from ._base import check_flag, check_number, refuse_options
 from .rns_hmc import RNSHMC
 from . import _noregret
 
@@ -260,7 +260,9 @@ class RNSRMHMC(RNSHMC):
         RMHMC rows").
     **options
         Everything :class:`RNSHMC` takes (n_hidden, ridge, ..., step_size and
-        n_steps of the exploration).
+        n_steps of the exploration), except ``transitions``, ``inner``,
+        ``delayed_acceptance`` and the ``guard`` options (refused: the
+        exploitation is the generalized-leapfrog chain).
 
     Examples
     --------
@@ -290,6 +292,10 @@ class RNSRMHMC(RNSHMC):
             raise ValueError(f'RNS-RMHMC\'s metric is the exact Riemannian metric: "fisher", a '
                              f'Metric or a (G, dG) pair; got {metric!r} (the exploration\'s '
                              f'HMC mass matrix is adapted, "diag")')
+        refuse_options("RNS-RMHMC", options, ("transitions", "inner", "delayed_acceptance",
+                                              "guard", "guard_window", "guard_action"),
+                       "its exploitation is the generalized-leapfrog chain, with one exact "
+                       "Metropolis test per iteration and no guard")
         options.setdefault("guard", None)
         super().__init__(potential, **options)
         if test_metric not in ("exact", "surrogate"):
