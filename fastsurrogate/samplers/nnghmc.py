@@ -126,10 +126,11 @@ class NNGHMC(HMC):
         :func:`fastsurrogate.surrogates.swap_prior`): no schedule; after
         ``n_warmup`` exact iterations it drives the sampling directly.
     explore : {"hmc", "nuts"} or None
-        The exact kernel of the burn-in and exploration phases: NUTS (every
-        leapfrog step of its trajectories is recorded likewise) or HMC (the
-        paper's).  None (default): NUTS under the no-regret rule (the
-        default), HMC with ``no_regret=False``.
+        The exact kernel of the burn-in and exploration phases (and, with
+        ``no_regret=False``, of the draws when no switch happens): NUTS
+        (every leapfrog step of its trajectories is recorded likewise) or
+        HMC (the paper's).  None (default): NUTS under the no-regret rule
+        (the default), HMC with ``no_regret=False``.
     max_tree_depth : int
         NUTS: at most 2**max_tree_depth - 1 leapfrog steps per transition.
     no_regret : None or bool
