@@ -95,6 +95,36 @@ def test_a_memory_mapped_x_goes_to_the_processes_as_its_file(model, processes, t
     assert _executors._mapped_file(Xm[10:20])[1] == _executors._mapped_file(Xm)[1] + 10 * 4 * 8
 
 
+def test_large_arrays_go_to_the_processes_as_temporary_files(model, processes, tmp_path,
+                                                            monkeypatch):
+    """With the bar lowered to 1 kB, X and y go to a ProcessPoolExecutor's
+    workers as files written once per run (each worker maps them) and the
+    draws are the same; the files go with the run."""
+    import gc
+    import tempfile
+    from fastsurrogate.samplers import _executors
+    monkeypatch.setattr(_executors, "SPILL_BYTES", 1024)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    written = []
+    path = _executors._Spill.path
+
+    def record(self, a):
+        p = path(self, a)
+        written.append((p, a.nbytes))
+        return p
+
+    monkeypatch.setattr(_executors._Spill, "path", record)
+    ref = _run(model, "rns-hmc", CASES[2][1], 2, None)
+    _same(_run(model, "rns-hmc", CASES[2][1], 2, processes), ref)
+    # X and y (and the network's input weights, 1920 bytes), once each
+    # however many phases and chains
+    sizes = sorted(dict(written).values())
+    assert sizes.count(model.X.nbytes) == 1 and sizes.count(model.y.nbytes) == 1, sizes
+    assert len(written) > len(sizes)             # later phases found the files
+    gc.collect()
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("method, kw, chains", CASES)
 def test_dask_cluster_gives_the_default_draws(model, dask_client, method, kw, chains):
     ref = _run(model, method, kw, chains, None)

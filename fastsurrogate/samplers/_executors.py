@@ -34,11 +34,13 @@ number of workers.
 Potentials are pickled once per phase beside the chains (not once per
 chain) and come back as the caller's own objects (a pickle persistent id),
 so ``chain.judge is sampler.potential`` still holds after a remote phase.
-A model's data travel with it (a GLM built on NumPy arrays pickles X; to
-a ProcessPoolExecutor, an X mapped read-only from a file, as
-``np.load(path, mmap_mode="r")`` gives, goes as the file's name and offset,
-and the workers map it again: :func:`_pickler_base`); a GLM built on Dask
-arrays pickles only references to its persisted chunks.
+A model's data travel with it (a GLM built on NumPy arrays pickles X),
+except to a ProcessPoolExecutor, whose workers share this machine: there an
+X mapped read-only from a file (``np.load(path, mmap_mode="r")``) goes as
+the file's name and offset, and any other array of a potential of at least
+SPILL_BYTES (16 MB) is written once per run to a temporary file
+(:class:`_Spill`); the workers map the files.  A GLM built on Dask arrays
+pickles only references to its persisted chunks.
 
 Not remote: a Ctrl-C stops the waiting, cancels chains that have not
 started and keeps each chain's rows up to the previous phase (a remote
@@ -63,7 +65,7 @@ __all__ = ["check_executor", "run_chains", "executor_kind"]
 # Run attributes that stay behind (the remote stub gets the rest: sizes, info,
 # and whatever a sampler's phases attach, e.g. NNgHMC's run.net)
 _RUN_LOCAL = {"sampler", "generators", "ctxs", "stop", "_lock", "_bar", "error",
-              "executor", "progress", "interrupted"}
+              "executor", "progress", "interrupted", "_spill"}
 
 
 def _is_dask_client(obj):
@@ -179,18 +181,54 @@ def _mapped_file(a):
 
 
 def _open_mapped(filename, offset, shape, dtype):
-    """The worker's side of :func:`_mapped_file`: the same bytes, mapped again."""
-    return np.asarray(np.memmap(filename, dtype=np.dtype(dtype), mode="r", offset=offset,
+    """The worker's side of :func:`_mapped_file` and :class:`_Spill`: the same
+    bytes, mapped again, copy-on-write (pages shared until written; a
+    potential that updates an array in place changes its own copy)."""
+    return np.asarray(np.memmap(filename, dtype=np.dtype(dtype), mode="c", offset=offset,
                                 shape=tuple(shape), order="C"))
 
 
-def _pickler_base(mapped=False):
+SPILL_BYTES = 1 << 24       # a potential's array this large goes to workers as a file
+
+
+class _Spill:
+    """Large arrays of a run's potentials (X of a GLM, the data in a Python
+    potential's closure), written once per run to files in a temporary
+    folder that a ProcessPoolExecutor's workers map (as joblib does for its
+    process pools): each worker then shares the caller's page cache instead
+    of receiving X each phase.  The folder goes when the run does."""
+
+    def __init__(self):
+        self.dir = None
+        self.files = {}
+
+    def path(self, a):
+        key = (id(a), a.__array_interface__["data"][0], a.shape, a.dtype.str)
+        hit = self.files.get(key)
+        if hit is not None:
+            return hit[0]
+        if self.dir is None:
+            import shutil
+            import tempfile
+            import weakref
+            self.dir = tempfile.mkdtemp(prefix="fastsurrogate-")
+            weakref.finalize(self, shutil.rmtree, self.dir, ignore_errors=True)
+        path = os.path.join(self.dir, f"array{len(self.files)}.bin")
+        with open(path, "wb") as f:
+            a.tofile(f)
+        self.files[key] = (path, a)          # a is kept: its id stays its own
+        return path
+
+
+def _pickler_base(mapped=False, spill=None):
     """The executors' pickler: cloudpickle's (ships with dask; pickles lambdas
     and closures) or pickle's.  ``mapped`` (a ProcessPoolExecutor: workers on
     this machine): arrays that view a file mapped read-only (a data matrix
     from ``np.load(path, mmap_mode="r")``) go as the file's name and offset,
     so a worker maps the same pages instead of receiving a copy of X (which
-    it then held twice over, each phase)."""
+    it then held twice over, each phase); with ``spill`` (a :class:`_Spill`)
+    so do other C-contiguous arrays of at least SPILL_BYTES, written to a
+    file once per run."""
     try:
         import cloudpickle
         base = cloudpickle.CloudPickler
@@ -201,9 +239,16 @@ def _pickler_base(mapped=False):
 
     class _Pickler(base):
         def reducer_override(self, obj):
-            where = _mapped_file(obj) if isinstance(obj, np.ndarray) else None
-            if where is not None:
-                return _open_mapped, where
+            if isinstance(obj, np.ndarray):
+                where = _mapped_file(obj)
+                if where is not None:
+                    return _open_mapped, where
+                if spill is not None and obj.nbytes >= SPILL_BYTES and \
+                        obj.flags.c_contiguous and not obj.dtype.hasobject:
+                    try:
+                        return _open_mapped, (spill.path(obj), 0, obj.shape, obj.dtype.str)
+                    except OSError:       # no room in the temporary folder: by value
+                        pass
             sup = getattr(super(), "reducer_override", None)
             return sup(obj) if sup is not None else NotImplemented
 
@@ -323,7 +368,8 @@ def _remote(run, worker, ex, kind):
                 f"{exc}") from exc
     table = {token: p for token, p in tokens.values()}
     buf = io.BytesIO()
-    _pickler_base(mapped)(buf, protocol=5).dump(table)
+    spill = run.__dict__.setdefault("_spill", _Spill()) if mapped else None
+    _pickler_base(mapped, spill)(buf, protocol=5).dump(table)
     table_bytes = buf.getvalue()
     local = {token: p for token, p in tokens.values()}
     if kind == "dask":
