@@ -5,6 +5,8 @@ import warnings
 
 import numpy as np
 
+from .core._checks import repeated
+
 __all__ = ["Result", "DetachedPotential", "has_transform"]
 
 
@@ -192,8 +194,9 @@ class Result:
         elif pot is not None and has_transform(pot):
             return pot.constrain(draws)
         names = list(self.param_names)
-        if len(set(names)) != len(names):
-            raise ValueError(f"the parameter names repeat {_repeated(names)}: give each "
+        twice = repeated(names)
+        if twice:
+            raise ValueError(f"the parameter names repeat {twice}: give each "
                              "parameter its own name")
         return {n: draws[..., i] for i, n in enumerate(names)}
 
@@ -397,25 +400,14 @@ def has_transform(potential):
     parameter names (a model with a transform, e.g. a log-scale), looking
     through the wrappers that delegate it (WeightedSum, a recorder)."""
     from .core._potential import Potential, RecordingPotential, WeightedSum
-    for _ in range(100):
-        method = getattr(type(potential), "constrain", None)
-        if method is None or method is Potential.constrain:
-            return False
-        if type(potential) is WeightedSum or type(potential) is RecordingPotential:
-            potential = (potential.potentials[0] if type(potential) is WeightedSum
-                         else potential.potential)
-            continue
-        return True
+    method = getattr(type(potential), "constrain", None)
+    if method is None or method is Potential.constrain:
+        return False
+    if type(potential) is WeightedSum:
+        return has_transform(potential.potentials[0])
+    if type(potential) is RecordingPotential:
+        return has_transform(potential.potential)
     return True
-
-
-def _repeated(names):
-    seen, out = set(), []
-    for n in names:
-        if n in seen and n not in out:
-            out.append(n)
-        seen.add(n)
-    return out
 
 
 class DetachedPotential:

@@ -70,6 +70,16 @@ def real_array(name, a, ndim=None, shape=None, *, copy=True, allow_nonfinite=Fal
     return arr
 
 
+def repeated(names):
+    """The names that occur more than once in ``names``, in order of first repeat."""
+    seen, out = set(), []
+    for n in names:
+        if n in seen and n not in out:
+            out.append(n)
+        seen.add(n)
+    return out
+
+
 def activation_code(activation, table):
     """(name, code) of `activation` in `table` (name -> C code), case-insensitive."""
     if not isinstance(activation, str):

@@ -6,6 +6,8 @@ from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer, PyCapsule_Is
 from libc.string cimport memcpy
 
 import numpy as np
+
+from fastsurrogate.core._checks import repeated
 cimport numpy as cnp
 
 from fastsurrogate.core._common cimport (fs_potential, fs_strerror,
@@ -393,9 +395,8 @@ cdef class CallbackPotential(Potential):
             names = [str(n) for n in names]
             if len(names) != dim:
                 raise ValueError(f"names has {len(names)} entries; expected dim = {dim}")
-            if len(set(names)) != len(names):
-                seen = set()
-                twice = sorted({n for n in names if n in seen or seen.add(n)})
+            twice = sorted(repeated(names))
+            if twice:
                 raise ValueError(f"names repeat {twice}: each parameter needs its own name "
                                  "(summaries and ArviZ key the draws by name)")
         self._fn = f

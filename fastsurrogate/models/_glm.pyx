@@ -18,6 +18,7 @@ from fastsurrogate.core._common cimport FS_OK
 from fastsurrogate.core._potential cimport Potential
 from fastsurrogate.core._potential import raise_for_status
 from fastsurrogate.core._checks import real_array
+from fastsurrogate.models._glm_dask import is_dask_collection
 
 cnp.import_array()
 
@@ -94,8 +95,7 @@ cdef bint _is_dask_array(x):
     """A Dask collection (array, or a DataFrame / Series, which
     DistributedGLM refuses with what to pass instead), recognised without
     importing dask."""
-    mod = getattr(type(x), "__module__", "") or ""
-    return mod.split(".")[0] in ("dask", "dask_expr") and hasattr(x, "to_delayed")
+    return is_dask_collection(x)
 
 
 cdef double _check_sigma(sigma) except -1.0:

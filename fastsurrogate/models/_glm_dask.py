@@ -25,20 +25,25 @@ import re
 
 import numpy as np
 
-__all__ = ["is_dask_array", "DistributedGLM"]
+__all__ = ["is_dask_collection", "is_dask_array", "DistributedGLM"]
+
+
+def is_dask_collection(x):
+    """True for a Dask collection: an array, a DataFrame or a Series (checked
+    without importing dask)."""
+    mod = getattr(type(x), "__module__", "") or ""
+    return mod.split(".")[0] in ("dask", "dask_expr") and hasattr(x, "to_delayed")
 
 
 def is_dask_array(x):
     """True for a dask.array.Array (checked without importing dask)."""
-    mod = getattr(type(x), "__module__", "") or ""
-    return mod.split(".")[0] == "dask" and hasattr(x, "chunks") and hasattr(x, "to_delayed")
+    return is_dask_collection(x) and hasattr(x, "chunks")
 
 
 def _not_an_array(x, name):
     """A TypeError for a Dask DataFrame / Series: its partitions have no known
     row counts, and np.asarray of it would pull the data into this process."""
-    mod = getattr(type(x), "__module__", "") or ""
-    if mod.split(".")[0] in ("dask", "dask_expr") and not is_dask_array(x):
+    if is_dask_collection(x) and not is_dask_array(x):
         how = "to_dask_array(lengths=True)" if hasattr(x, "to_dask_array") else "values"
         raise TypeError(f"{name} is a Dask {type(x).__name__}: pass a Dask array, "
                         f"{name}.{how}, so that its rows stay in their chunks")

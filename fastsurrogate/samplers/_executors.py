@@ -52,7 +52,10 @@ import io
 import mmap
 import os
 import pickle
+import shutil
 import socket
+import tempfile
+import weakref
 from concurrent.futures import (Executor, ProcessPoolExecutor, ThreadPoolExecutor, wait,
                                 FIRST_EXCEPTION)
 
@@ -208,9 +211,6 @@ class _Spill:
         if hit is not None:
             return hit[0]
         if self.dir is None:
-            import shutil
-            import tempfile
-            import weakref
             self.dir = tempfile.mkdtemp(prefix="fastsurrogate-")
             weakref.finalize(self, shutil.rmtree, self.dir, ignore_errors=True)
         path = os.path.join(self.dir, f"array{len(self.files)}.bin")
