@@ -480,9 +480,15 @@ def exact_sample(ctxs):
     """(draws (chains, rows, dim), seconds) of the chains' timed exact rows
     (``ctx.exact_rows``), truncated to the shortest chain's; seconds the
     mean over chains."""
-    rows = min(c.exact_rows[0].size for c in ctxs)
-    draws = np.stack([c.warm["draws"][c.exact_rows[0][:rows]] for c in ctxs])
-    return draws, float(np.mean([c.exact_rows[1] for c in ctxs]))
+    return _window_sample(ctxs, [c.exact_rows for c in ctxs])
+
+
+def _window_sample(ctxs, records):
+    """(draws (chains, rows, dim), seconds) of each chain's (rows, seconds, ...)
+    window record, truncated to the shortest; seconds the mean over chains."""
+    rows = min(r[0].size for r in records)
+    draws = np.stack([c.warm["draws"][r[0][:rows]] for c, r in zip(ctxs, records)])
+    return draws, float(np.mean([r[1] for r in records]))
 
 
 def choose_exact(ctxs):
@@ -510,11 +516,10 @@ def choose_exact(ctxs):
     for name in ("nuts", "hmc"):
         if not all(name in c.exact_windows for c in ctxs):
             continue
-        rows = min(c.exact_windows[name][0].size for c in ctxs)
+        draws, seconds = _window_sample(ctxs, [c.exact_windows[name] for c in ctxs])
+        rows = draws.shape[1]
         if rows < 8:
             continue
-        draws = np.stack([c.warm["draws"][c.exact_windows[name][0][:rows]] for c in ctxs])
-        seconds = float(np.mean([c.exact_windows[name][1] for c in ctxs]))
         rate = min_ess_rate(draws, seconds)
         steps = float(np.mean(np.concatenate(
             [c.warm["n_steps"][c.exact_windows[name][0]] for c in ctxs])))
