@@ -228,47 +228,56 @@ def test_a_fallback_re_estimates_the_metric_from_the_exploration_s_later_rows(me
     assert np.all(np.abs(z) < 4.5), z
 
 
+def _checks_pass(monkeypatch, trial):
+    """NNgHMC's cost and retraining checks pass by fiat, and ``trial``
+    replaces its trials."""
+    monkeypatch.setattr(fs.NNGHMC, "cost_check", lambda self, run, Q=None: None)
+    monkeypatch.setattr(fs.NNGHMC, "retraining_check", lambda self, run, n, last: None)
+    monkeypatch.setattr(fs.NNGHMC, "trial", trial)
+
+
 @pytest.mark.no_regret_default
-def test_nnghmc_s_trial_fallback_re_estimates_the_burn_in_metric(monkeypatch):
-    """NNgHMC adapts in its burn-in (a fifth of the warm-up: Stan's last
-    window there is 50 draws of 1000).  After its trials fail, the kept
-    draws' metric is re-estimated from that window and the exploration's
-    NUTS rows (tree depth >= 1).  The cost and retraining checks pass and
-    every trial fails here by fiat, to reach that path on a cheap target."""
+def test_nnghmc_s_trial_fallback_re_estimates_the_adapted_metric(monkeypatch):
+    """Under the rule NNgHMC adapts over half the warm-up (its burn-in and
+    the exploration up to the first timed window: Stan's last window there
+    is 200 draws of 1000).  After its trials fail, the kept draws' metric is
+    re-estimated from that window and the later exploration's NUTS rows
+    (tree depth >= 1), not the adaptation's own.  The cost and retraining
+    checks pass and every trial fails here by fiat, to reach that path on a
+    cheap target."""
     rng = np.random.default_rng(0)
     sd = np.exp(rng.uniform(np.log(0.1), np.log(10.0), 50))
     target = fs.models.Gaussian(np.zeros(50), np.diag(sd ** 2))
-    monkeypatch.setattr(fs.NNGHMC, "cost_check", lambda self, run, Q=None: None)
-    monkeypatch.setattr(fs.NNGHMC, "retraining_check", lambda self, run, n, last: None)
-    monkeypatch.setattr(fs.NNGHMC, "trial", lambda self, run, t: False)
+    _checks_pass(monkeypatch, lambda self, run, t: False)
     res = fs.sample(target, "nnghmc", n_draws=300, n_warmup=1000, chains=1, seed=5,
                     n_hidden=8, progress=False, trainer_options={"max_iter": 5})
     fb = res.info.get("fallback")
     assert fb and fb["reason"].startswith("trial"), res.info.keys()
     W, depth = res.warmup_draws[0], res.warmup_stats["tree_depth"][0]
     stage = res.info["warmup_stage"]
-    later = np.flatnonzero((stage == 1) & (depth >= 1))
-    assert later.size > 300 and np.all(later >= 200)
-    assert fb["metric_refit"][0] == {"metric_rows": 50 + later.size, "last_window_rows": 50,
-                                     "exploration_rows": later.size}
+    later = np.flatnonzero((stage == 1) & (depth >= 1) & (np.arange(stage.size) >= 500))
+    assert later.size == 250            # the NUTS halves of 500..700, 700..800, ...
+    assert fb["metric_refit"][0] == {"metric_rows": 200 + later.size,
+                                     "last_window_rows": 200, "exploration_rows": later.size}
 
     def error(inv_metric):
         return float(np.mean((np.asarray(inv_metric).ravel() / sd ** 2 - 1.0) ** 2))
 
     from fastsurrogate.samplers._base import regularized_metric
-    before = regularized_metric(W[100:150], "diag")          # the burn-in's last window
-    after = regularized_metric(np.concatenate([W[100:150], W[later]]), "diag")
+    before = regularized_metric(W[100:150], "diag")    # the burn-in's last window, as it was
+    last = regularized_metric(W[250:450], "diag")      # the adaptation's last window
+    after = regularized_metric(np.concatenate([W[250:450], W[later]]), "diag")
     assert np.allclose(np.asarray(res.inv_metric[0]).ravel(), after)
-    # (seeds 1-6: ratio 0.09-0.16)
-    assert error(after) < 0.4 * error(before), (error(after), error(before))
+    assert error(after) < error(last) < 0.4 * error(before), (error(after), error(last),
+                                                              error(before))
     z = res.draws.mean(axis=(0, 1)) / diagnostics.mcse_mean(res.draws)
     assert np.all(np.abs(z) < 4.5), z
 
 
 @pytest.mark.no_regret_default
 def test_nnghmc_s_exact_window_pools_the_spans_between_trainings(monkeypatch):
-    """NNgHMC explores in spans between trainings (the first 300 iterations
-    here, then 100 each), each half NUTS and half exact HMC; a trial is
+    """NNgHMC explores in spans between trainings (after its adaptation, the
+    200 iterations before the first training here, then 100 each), each half NUTS and half exact HMC; a trial is
     measured against all the NUTS (or HMC) halves so far, not the last
     span's 50 rows, whose min ESS over the parameters is not an estimate
     (the simulated regression, seed 1: 2.8 effective samples in 25 rows,
@@ -285,24 +294,134 @@ def test_nnghmc_s_exact_window_pools_the_spans_between_trainings(monkeypatch):
                      seconds, rec))
         return False
 
-    monkeypatch.setattr(fs.NNGHMC, "cost_check", lambda self, run, Q=None: None)
-    monkeypatch.setattr(fs.NNGHMC, "retraining_check", lambda self, run, n, last: None)
-    monkeypatch.setattr(fs.NNGHMC, "trial", trial)
+    _checks_pass(monkeypatch, trial)
     res = fs.sample(target, "nnghmc", n_draws=100, n_warmup=1000, chains=1, seed=3,
                     n_hidden=8, progress=False, trainer_options={"max_iter": 5})
     W = res.warmup_draws[0]
-    assert [s[0] for s in seen] == [500, 600, 700, 800, 900, 1000]
-    spans = [(200, 500)] + [(a, a + 100) for a in range(500, 1000, 100)]
+    assert [s[0] for s in seen] == [700, 800, 900, 1000]
+    spans = [(500, 700)] + [(a, a + 100) for a in range(700, 1000, 100)]
     for k, (t, name, rows, draws, seconds, rec) in enumerate(seen):
         halves = {"NUTS": [np.arange(a, a + (b - a) // 2) for a, b in spans[:k + 1]],
                   "HMC": [np.arange(a + (b - a) // 2, b) for a, b in spans[:k + 1]]}[name]
         np.testing.assert_array_equal(rows, np.concatenate(halves))
         np.testing.assert_array_equal(draws[0], W[rows])
-        assert rec["nuts"]["rows"] == rec["hmc"]["rows"] == 150 + 50 * k
+        assert rec["nuts"]["rows"] == rec["hmc"]["rows"] == 100 + 50 * k
         assert seconds == rec[name.lower()]["seconds"]
-        if k:                            # the seconds add up over the spans
-            assert seconds > seen[k - 1][4]
+        if k:                            # each kernel's seconds add up over the spans
+            for kernel in ("nuts", "hmc"):
+                assert rec[kernel]["seconds"] > seen[k - 1][5][kernel]["seconds"]
     assert res.info["fallback"]["reason"].startswith("trial")
+
+
+@pytest.mark.no_regret_default
+def test_nnghmc_under_the_rule_adapts_over_half_the_warm_up_and_records_from_its_burn_in(
+        monkeypatch):
+    """Under the rule NNgHMC's exact chain adapts (Stan's windows, step size
+    and metric) over rows 0..500 of a 1000-iteration warm-up, recording the
+    exploration's points from row 200 (the burn-in) on; its first training
+    is at 700, after a timed window of 200 rows at the adapted step and
+    metric.  Without the rule the paper's schedule is unchanged: adaptation
+    in the burn-in only, the first training at 500."""
+    target = fs.models.Gaussian(np.zeros(3), np.diag([1.0, 2.0, 4.0]))
+    assert fs.NNGHMC(target).schedule(1000) == (200, 700, 100, 1000)
+    assert fs.NNGHMC(target, no_regret=False).schedule(1000) == (200, 500, 100, 1000)
+    assert fs.NNGHMC(target).adaptation_end(200, 700, 100) == 500
+    assert fs.NNGHMC(target, no_regret=False).adaptation_end(200, 500, 100) == 200
+    assert fs.NNGHMC(target, adapt=False).adaptation_end(200, 700, 100) == 200
+    assert fs.NNGHMC(target, train_start=0.5).schedule(1000)[1] == 500
+    points = []
+
+    def trial(self, run, t):
+        points.append(sum(c.recorder.points()[0].shape[0] for c in run.ctxs))
+        return False
+
+    _checks_pass(monkeypatch, trial)
+    res = fs.sample(target, "nnghmc", n_draws=100, n_warmup=1000, chains=1, seed=3,
+                    n_hidden=8, progress=False, trainer_options={"max_iter": 5})
+    stage, st = res.info["warmup_stage"], res.warmup_stats
+    np.testing.assert_array_equal(stage[:1000], np.repeat([0, 1], [200, 800]))
+    step = st["step_size"][0]
+    assert np.unique(step[200:450]).size > 10           # dual averaging in 200..450
+    assert np.unique(step[500:1000]).size == 1          # adapted: one step from 500 on
+    assert step[500] != step[199]
+    # every exploration leapfrog step from row 200 on is a training point
+    # (and the step-size searches between the adaptation's windows)
+    assert points[0] >= int(st["n_steps"][0][200:700].sum())
+    z = res.draws.mean(axis=(0, 1)) / diagnostics.mcse_mean(res.draws)
+    assert np.all(np.abs(z) < 4.5), z
+
+
+@pytest.mark.no_regret_default
+@pytest.mark.parametrize("acceptance", [0.99, 0.1])
+def test_nnghmc_stops_retraining_a_network_that_drives_as_well_as_the_exact_gradient(
+        monkeypatch, acceptance):
+    """A trial that misses the rate although the network drove as well as
+    the exact gradient (its acceptance at least AS_GOOD_AS_EXACT times the
+    timed window's exact HMC) ends the schedule: a better network cannot
+    mix better than exact HMC at the same settings, so the run falls back
+    at once: the warm-up left runs the exact NUTS chain, whose rows join
+    the metric's re-estimate.  A trial that missed the rate with a poor
+    network (acceptance 0.1) is followed by the next training."""
+    from fastsurrogate.samplers import nnghmc as nng
+    target = fs.models.Gaussian(np.zeros(3), np.diag([1.0, 2.0, 4.0]))
+
+    def trial(self, run, t):
+        run.info["events"].append({"event": "trial", "iteration": t, "acceptance": acceptance,
+                                   "switch": False,
+                                   "no_regret": {"check": "rate", "ratio": 0.5}})
+        return False
+
+    _checks_pass(monkeypatch, trial)
+    res = fs.sample(target, "nnghmc", n_draws=600, n_warmup=1000, chains=2, seed=4,
+                    n_hidden=8, progress=False, trainer_options={"max_iter": 5})
+    events = [e["event"] for e in res.info["events"]]
+    fb = res.info["fallback"]
+    if acceptance > nng.AS_GOOD_AS_EXACT:
+        assert events == ["train", "trial", "keep_exact"]
+        assert fb["reason"].startswith("trial: the network drove as well as the exact")
+        hmc = fb["measured"]["exact_hmc_acceptance"]
+        assert 0.3 < hmc <= 1.0
+        stage, depth = res.info["warmup_stage"], res.warmup_stats["tree_depth"]
+        np.testing.assert_array_equal(stage[700:1000], 1)     # NUTS, not a trial
+        assert np.all(depth[:, 700:1000] >= 1)
+        for c in range(2):                  # the adaptation's last window + later NUTS rows
+            later = np.flatnonzero((stage == 1) & (depth[c] >= 1)
+                                   & (np.arange(stage.size) >= 500))
+            assert res.info["fallback"]["metric_refit"][c]["metric_rows"] == 200 + later.size
+            assert later.size == 100 + 300
+    else:
+        assert events.count("train") == 4 and events[-1] == "keep_exact"
+    assert res.info["warmup_stage"].size == 1000
+    assert not res.info["switched"]
+    z = res.draws.mean(axis=(0, 1)) / diagnostics.mcse_mean(res.draws)
+    assert np.all(np.abs(z) < 4.5), z
+    assert np.allclose(res.draws.reshape(-1, 3).var(0), [1.0, 2.0, 4.0], rtol=0.3)
+
+
+@pytest.mark.no_regret_default
+def test_nnghmc_s_cost_fallback_under_the_rule_runs_its_adapted_nuts_on(monkeypatch):
+    """A fallback at the cost check (at the first training, 700 of 1000)
+    keeps the chain adapted over half the warm-up: the warm-up left runs
+    that NUTS chain, and the kept draws' metric is re-estimated from the
+    adaptation's last window and every later NUTS row, instead of a second
+    adaptation from Stan's short windows over the 300 iterations left."""
+    fallback = {"reason": "cost: by fiat", "measured": {}}
+    monkeypatch.setattr(fs.NNGHMC, "cost_check", lambda self, run, Q=None: fallback)
+    rng = np.random.default_rng(1)
+    sd = np.exp(rng.uniform(np.log(0.3), np.log(3.0), 10))
+    target = fs.models.Gaussian(np.zeros(10), np.diag(sd ** 2))
+    res = fs.sample(target, "nnghmc", n_draws=800, n_warmup=1000, chains=1, seed=6,
+                    n_hidden=8, progress=False)
+    stage, depth = res.info["warmup_stage"], res.warmup_stats["tree_depth"][0]
+    np.testing.assert_array_equal(stage, np.repeat([0, 1], [200, 800]))
+    assert np.all(depth[700:] >= 1)
+    step = res.warmup_stats["step_size"][0]
+    assert np.unique(step[500:]).size == 1                # no second adaptation
+    later = np.flatnonzero((stage == 1) & (depth >= 1) & (np.arange(1000) >= 500))
+    assert res.info["fallback"]["metric_refit"][0]["metric_rows"] == 200 + later.size
+    z = res.draws.mean(axis=(0, 1)) / diagnostics.mcse_mean(res.draws)
+    assert np.all(np.abs(z) < 4.5), z
+    assert np.allclose(res.draws[0].var(0), sd ** 2, rtol=0.3)
 
 
 @pytest.mark.no_regret_default
@@ -320,17 +439,15 @@ def test_nnghmc_s_hmc_exploration_pools_its_spans_after_the_adaptation(monkeypat
         seen.append((t, run.ctxs[0].exact_rows[0].copy(), draws, seconds))
         return False
 
-    monkeypatch.setattr(fs.NNGHMC, "cost_check", lambda self, run, Q=None: None)
-    monkeypatch.setattr(fs.NNGHMC, "retraining_check", lambda self, run, n, last: None)
-    monkeypatch.setattr(fs.NNGHMC, "trial", trial)
+    _checks_pass(monkeypatch, trial)
     res = fs.sample(target, "nnghmc", n_draws=100, n_warmup=1000, chains=1, seed=3,
                     n_hidden=8, progress=False, trainer_options={"max_iter": 5},
                     explore="hmc", no_regret=True, burn_in=burn_in)
     W = res.warmup_draws[0]
-    assert [s[0] for s in seen] == [500, 600, 700, 800, 900, 1000]
-    start = 200 if burn_in else 0
+    assert [s[0] for s in seen] == [700, 800, 900, 1000]
+    start = 500 if burn_in else 0       # after the adaptation (burn-in and half the warm-up)
     for k, (t, rows, draws, seconds) in enumerate(seen):
-        want = np.arange(start, t) if burn_in or k == 0 else np.arange(500, t)
+        want = np.arange(start, t) if burn_in or k == 0 else np.arange(700, t)
         np.testing.assert_array_equal(rows, want)
         np.testing.assert_array_equal(draws[0], W[rows])
         if k > 1:
@@ -344,10 +461,8 @@ def _fallback_by_fiat(monkeypatch, inflate=None):
     multiplies the re-estimated inverse metric, so that the kept step size
     no longer fits it."""
     from fastsurrogate.samplers import _noregret as nr
-    monkeypatch.setattr(fs.NNGHMC, "cost_check", lambda self, run, Q=None: None)
-    monkeypatch.setattr(fs.NNGHMC, "retraining_check", lambda self, run, n, last: None)
-    monkeypatch.setattr(fs.NNGHMC, "trial", lambda self, run, t: False)
-    monkeypatch.setattr(nr, "choose_exact", lambda ctxs: None)
+    _checks_pass(monkeypatch, lambda self, run, t: False)
+    monkeypatch.setattr(nr, "choose_exact", lambda ctxs, margin=1.0: None)
     if inflate is not None:
         refit = nr.refit_fallback_metric
 
@@ -568,3 +683,23 @@ def test_choose_exact_takes_the_window_with_the_higher_pooled_rate(phis, secs, w
             np.testing.assert_array_equal(chain.moved_to, c.chain.position)
     # what the steps the cost check reads from the chosen window
     assert nr.exploration_steps(ctxs) == (5.0 if want == "hmc" else 15.0)
+
+
+def test_choose_exact_with_a_margin_takes_hmc_only_well_ahead_of_nuts():
+    """``margin``: exact HMC is chosen over NUTS only when its pooled rate is
+    at least that many times NUTS's (NNgHMC passes SWITCH_FACTOR: its
+    first window is 100 rows, and on the simulated regression HMC chosen at
+    1.0-1.3x NUTS's rate mixed at half NUTS's rate per draw)."""
+    from fastsurrogate.samplers import _noregret as nr
+    ctxs = [_Ctx(10 * k, 0.0, 0.0, 1.0, 1.0) for k in range(2)]
+    rec = nr.choose_exact(ctxs)
+    ratio = rec["hmc"]["min_ess_per_second"] / rec["nuts"]["min_ess_per_second"]
+    scale = ratio / 1.1                 # HMC's seconds giving it 1.1x NUTS's rate
+    ctxs = [_Ctx(10 * k, 0.0, 0.0, 1.0, scale) for k in range(2)]
+    rec = nr.choose_exact(ctxs)
+    assert rec["chosen"] == "hmc"
+    assert rec["hmc"]["min_ess_per_second"] == pytest.approx(1.1 * rec["nuts"]["min_ess_per_second"])
+    rec = nr.choose_exact(ctxs, margin=nr.SWITCH_FACTOR)
+    assert rec["chosen"] == "nuts" and all(c.exact_name == "NUTS" for c in ctxs)
+    ctxs = [_Ctx(10 * k, 0.0, 0.0, 1.0, ratio / 1.3) for k in range(2)]   # 1.3x
+    assert nr.choose_exact(ctxs, margin=nr.SWITCH_FACTOR)["chosen"] == "hmc"

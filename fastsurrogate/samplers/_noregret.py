@@ -491,11 +491,13 @@ def _window_sample(ctxs, records):
     return draws, float(np.mean([r[1] for r in records]))
 
 
-def choose_exact(ctxs):
+def choose_exact(ctxs, margin=1.0):
     """Pick the exact sampler the rule compares with and falls back to: the
     window (NUTS or HMC, :func:`exact_windows`) with the higher min ESS per
     second pooled over ``ctxs``, among windows with at least ESS_FLOOR
-    effective samples (NUTS, the exploration's kernel, when neither).  Sets
+    effective samples (NUTS, the exploration's kernel, when neither); HMC
+    only when its rate is at least ``margin`` times NUTS's (NNgHMC passes
+    SWITCH_FACTOR: its first window is 100 rows).  Sets
     every ctx's ``exact_rows`` (rows, seconds: the window's warm-up row
     indices and their seconds; :func:`exact_sample` reads them),
     ``exact_chain`` (moved to the chain's current position) and
@@ -530,7 +532,8 @@ def choose_exact(ctxs):
         # (as in trial_verdict): a 2-d Gaussian at correlation 0.998 gave HMC's
         # window min ESS 2.7 in 150 rows, 2x NUTS's rate on paper, with 40x
         # cheaper rows; NUTS stays the choice then
-        if np.isfinite(rate) and ess >= ESS_FLOOR and rate > best_rate:
+        if np.isfinite(rate) and ess >= ESS_FLOOR and rate > best_rate * (
+                margin if name == "hmc" and best == "nuts" and best_rate > 0 else 1.0):
             best, best_rate = name, rate
     record["chosen"] = best
     for c in ctxs:

@@ -5,7 +5,9 @@ with an exact Metropolis test.
 Stages
 ------
 1. burn-in: exact HMC (step size and metric adaptation when ``adapt``);
-   nothing is recorded.
+   nothing is recorded.  Under the no-regret rule (the default) the
+   adaptation goes on into the exploration, to half the warm-up
+   (:meth:`NNGHMC.adaptation_end`).
 2. explore: exact HMC through a :class:`~fastsurrogate.RecordingPotential`,
    so every leapfrog step's (q, grad U(q)) becomes a training point (not
    only the chain's states: a trajectory of L steps gives L points).
@@ -47,6 +49,11 @@ __all__ = ["NNGHMC"]
 # rows of result.warmup_draws, by stage
 STAGE_BURN_IN, STAGE_EXPLORE, STAGE_TRIAL = 0, 1, 2
 _STAGE_NAMES = {STAGE_BURN_IN: "burn-in", STAGE_EXPLORE: "explore", STAGE_TRIAL: "trial"}
+# under the no-regret rule: the first training (a fraction of n_warmup, when
+# train_start is not given), and the trial acceptance, as a fraction of the
+# exact HMC window's, at which a network drives as well as the exact gradient
+RULE_TRAIN_START = 0.7
+AS_GOOD_AS_EXACT = 0.95
 
 
 def _iterations(name, value, n_warmup):
@@ -92,9 +99,12 @@ class NNGHMC(HMC):
     burn_in : int or float
         Exact HMC iterations before recording starts (a fraction of
         ``n_warmup`` when a float); adaptation (``adapt=True``) runs in them.
-    train_start : int or float
+    train_start : int, float or None
         Exploration iteration (counted from the start of the warm-up, trial
-        iterations excluded) of the first training.
+        iterations excluded) of the first training.  None (default): 0.5
+        (the paper's schedule), or 0.7 under the no-regret rule, whose
+        exact chain adapts until ``2 * train_every`` before it
+        (:meth:`adaptation_end`).
     train_every : int or float
         Exact iterations between trainings while trials fail (k).
     train_end : int, float or None
@@ -137,18 +147,23 @@ class NNGHMC(HMC):
         The no-regret rule (:mod:`fastsurrogate.samplers._noregret`), on by
         default (None: on, except in checkpointed runs, as for
         :class:`RNSHMC`): explore with exact NUTS (unless ``explore`` says
-        otherwise); before the first training, a cost check (a network
-        gradient against an exact one) may end the schedule at once; a trial
-        switches only when, on top of the acceptance test, its min ESS per
-        second beats the better exact sampler of the exploration spans so
-        far (each half NUTS, half exact HMC at NUTS's step size and metric,
-        pooled over the spans; ``info["no_regret"]["exact"]``); when no
-        switch happens the draws come from that exact sampler and
-        ``result.info["fallback"]`` says why (after a cost or retraining
-        check its step size and metric are adapted again over the warm-up
-        left; after failed trials its metric is re-estimated from the
-        burn-in's last window and the exploration's NUTS rows).  False: the
-        paper's schedule (exploration with HMC by default), bit-reproducible.
+        otherwise), adapted over half the warm-up (the burn-in and the
+        exploration up to ``2 * train_every`` before the first training,
+        at 0.7 of the warm-up by default: :meth:`adaptation_end`); before
+        the first training, a cost check (a network gradient against an
+        exact one) may end the schedule at once; a trial switches only
+        when, on top of the acceptance test, its min ESS per second beats
+        the better exact sampler of the exploration spans so far (each half
+        NUTS, half exact HMC at NUTS's step size and metric, pooled over the
+        spans; ``info["no_regret"]["exact"]``); a trial that misses it with
+        a network that drove as well as the exact gradient ends the schedule
+        (:meth:`futile_retraining`); when no switch happens the draws come
+        from that exact sampler and ``result.info["fallback"]`` says why
+        (after a cost or retraining check its step size and metric are
+        adapted again over the warm-up left; after failed trials its metric
+        is re-estimated from the adaptation's last window and the later
+        exploration's NUTS rows).  False: the paper's schedule (exploration
+        with HMC by default), bit-reproducible.
     **hmc_options
         step_size, n_steps, random_n_steps, metric, adapt, target_accept,
         max_energy_error, as for :class:`HMC`.
@@ -177,7 +192,7 @@ class NNGHMC(HMC):
     remote_chains = False
 
     def __init__(self, potential, *, n_hidden=100, blocks=1, activation="softplus",
-                 holdout=0.1, burn_in=0.2, train_start=0.5, train_every=0.1, train_end=None,
+                 holdout=0.1, burn_in=0.2, train_start=None, train_every=0.1, train_end=None,
                  trial_length=50, switch_fraction=0.9, record_every=1, max_train=None,
                  start="affine", warm_start=True, trainer=None, trainer_options=None,
                  surrogate=None, explore=None, max_tree_depth=10, no_regret=None,
@@ -206,7 +221,8 @@ class NNGHMC(HMC):
             raise ValueError(f"holdout must be in [0, 1), got {holdout!r}")
         self.holdout = h
         self.burn_in = _check_iterations("burn_in", burn_in)
-        self.train_start = _check_iterations("train_start", train_start)
+        self.train_start = (None if train_start is None
+                            else _check_iterations("train_start", train_start))
         self.train_every = _check_iterations("train_every", train_every)
         if self.train_every == 0:
             raise ValueError("train_every must be >= 1 iteration (or a fraction > 0), got 0")
@@ -244,7 +260,8 @@ class NNGHMC(HMC):
     def schedule(self, n_warmup):
         """(burn_in, train_start, train_every, train_end) in iterations for this n_warmup."""
         burn = min(_iterations("burn_in", self.burn_in, n_warmup), n_warmup)
-        start = _iterations("train_start", self.train_start, n_warmup)
+        start = _iterations("train_start", self.train_start if self.train_start is not None
+                            else (RULE_TRAIN_START if self.no_regret else 0.5), n_warmup)
         every = max(_iterations("train_every", self.train_every, n_warmup), 1)
         end = n_warmup if self.train_end is None else _iterations("train_end", self.train_end, n_warmup)
         end = min(end, n_warmup)
@@ -321,11 +338,16 @@ class NNGHMC(HMC):
         run.row, run.iteration, run.net, run.stage = 0, 0, self.surrogate, np.zeros(rows, np.int8)
         run.info.update(events=[], switched=False, switch_iteration=None, n_train=0,
                         hmc_acceptance=None, trial_acceptance=None, training_curve=[])
+        adapt_end = (burn if self.surrogate is not None
+                     else self.adaptation_end(burn, start, every))
+        run.adapt_end, run.extended_adaptation = adapt_end, adapt_end > burn
         try:
-            if burn > 0:                                        # 1. burn-in, not recorded
+            if adapt_end > burn:        # 1. burn-in, not recorded, and under the rule the
+                self.adapt_span(run, burn, adapt_end)   # exploration's first rows: one adaptation
+            elif burn > 0:                                      # 1. burn-in, not recorded
                 self.exact_span(run, burn, record=False)
             for ctx in run.ctxs:            # (a fallback re-estimates the metric there)
-                ctx.adapted_from = burn if self.no_regret else None
+                ctx.adapted_from = adapt_end if self.no_regret else None
             if self.surrogate is not None:
                 if run.n_warmup > burn:
                     self.exact_span(run, run.n_warmup, record=False)
@@ -368,7 +390,12 @@ class NNGHMC(HMC):
             if t > run.iteration:
                 self.exact_span(run, t, record=True)
             if self.no_regret:
-                exact = _noregret.choose_exact(run.ctxs)
+                # exact HMC only with a margin (SWITCH_FACTOR) over NUTS: on the
+                # simulated regression HMC chosen at 1.01-1.29x NUTS's rate in
+                # windows of 100-350 rows mixed at about half NUTS's rate per
+                # draw (0.52-0.62 against 1.1-1.46), and its fallbacks ran
+                # 0.26-0.60x NUTS's whole-run rate
+                exact = _noregret.choose_exact(run.ctxs, margin=_noregret.SWITCH_FACTOR)
                 if exact is not None:
                     run.info.setdefault("no_regret", {})["exact"] = exact
             Q, G = self._training_set(run, seed, j) if self.no_regret else (None, None)
@@ -376,11 +403,7 @@ class NNGHMC(HMC):
                 record = (self.cost_check(run, Q) if j == 0 else
                           self.retraining_check(run, Q.shape[0], last))
                 if record is not None:
-                    run.info["fallback"] = record
-                    events.append({"event": "keep_exact", "iteration": run.iteration,
-                                   "reason": record["reason"]})
-                    self.readapt(run)
-                    return False
+                    return self._fall_back_early(run, record, self.readapt)
             else:
                 Q, G = self._training_set(run, seed, j)
             t0 = time.perf_counter()
@@ -404,6 +427,9 @@ class NNGHMC(HMC):
             for ctx in run.ctxs:            # back to exact HMC where the trial ended
                 ctx.exact.set_position(ctx.chain.position)
                 ctx.chain = ctx.exact
+            record = self.futile_retraining(run, events[-1]) if self.no_regret else None
+            if record is not None:
+                return self._fall_back_early(run, record, self.continue_exact)
         reason = ("no trial reached switch_fraction * exact acceptance by train_end"
                   if trainings else "no training")
         if self.no_regret and trainings:
@@ -413,6 +439,49 @@ class NNGHMC(HMC):
             run.info["fallback"] = {"reason": "trial: " + reason, "measured": trials}
         events.append({"event": "keep_exact", "iteration": run.iteration, "reason": reason})
         return False
+
+    @staticmethod
+    def _fall_back_early(run, record, warm_up_left):
+        """A fallback before the schedule's end: ``record`` in ``info``, a
+        keep_exact event, then ``warm_up_left(run)``; False (no switch)."""
+        run.info["fallback"] = record
+        run.info["events"].append({"event": "keep_exact", "iteration": run.iteration,
+                                   "reason": record["reason"]})
+        warm_up_left(run)
+        return False
+
+    def futile_retraining(self, run, event):
+        """After a failed trial under the rule: the fallback record when no
+        retraining can make the next trial pass, else None.  That is when the
+        network already drove as well as the exact gradient (the trial's
+        acceptance at least AS_GOOD_AS_EXACT times the timed window's exact
+        HMC, at the same step size and metric) and the trial still missed
+        the rate: the network-driven chain is then HMC with a random path
+        length as the exact one is, a better network cannot make it mix
+        better, and every retraining and trial adds to the seconds paid.
+        The warm-up left runs the exact NUTS chain (:meth:`continue_exact`).
+
+        Why: on the simulated regression (N = 100000, d = 50, 1000 + 1000)
+        the network chain mixed as exact HMC did from the same state with
+        its settings (min ESS 0.51 and 0.52 per draw, acceptance 0.85 both),
+        at about half NUTS's rate per draw, and NNgHMC retrained up to six
+        times (a fallback at 0.64x NUTS's whole-run rate)."""
+        measured = event.get("no_regret") or {}
+        if event.get("switch") or measured.get("check") != "rate":
+            return None
+        rows = [c.exact_windows["hmc"][0] for c in run.ctxs
+                if "hmc" in (getattr(c, "exact_windows", None) or {})]
+        if len(rows) != len(run.ctxs):
+            return None
+        hmc_acc = float(np.mean([c.warm["accept_prob"][r] for c, r in zip(run.ctxs, rows)]))
+        trial_acc = float(event["acceptance"])
+        if not trial_acc >= AS_GOOD_AS_EXACT * hmc_acc:
+            return None
+        measured = dict(measured, exact_hmc_acceptance=hmc_acc)
+        return {"reason": "trial: the network drove as well as the exact gradient (trial "
+                          f"acceptance {trial_acc:.3f}, exact HMC's {hmc_acc:.3f}) and the "
+                          "surrogate chain still missed the rate: retraining cannot pay",
+                "measured": measured}
 
     def retraining_check(self, run, n_points, last):
         """Before a retraining (a trial failed): the budget check again, with
@@ -516,13 +585,105 @@ class NNGHMC(HMC):
         run.row += n
         run.iteration = last
 
+    def adaptation_end(self, burn, start, every):
+        """Warm-up iterations the exact chain adapts over (Stan's windows):
+        the burn-in, and under the no-regret rule (with ``adapt`` and an
+        adapted metric) the exploration up to ``2 * every`` iterations
+        before the first training too, recorded as exploration
+        (:meth:`adapt_span`); those last ``2 * every`` iterations, half NUTS
+        and half HMC, are the first timed window.  With the defaults: 500
+        of 1000 iterations, the first training at 700.
+
+        Why: the rule compares the network with the exploration's exact
+        chains and falls back to them.  Adapted over the burn-in alone (a
+        fifth of the warm-up, whose last metric window is 50 draws of a
+        1000-iteration warm-up), NUTS mixed at 0.47-0.84 effective samples
+        per row in the timed windows, against 0.96-1.14 per row over
+        windows of the same lengths of a NUTS run adapted over 1000
+        (simulated regression, N = 100000, d = 50), and the rule switched
+        at predicted whole-run ratios of 1.46-1.59x in runs that ended at
+        0.47-0.86x NUTS's (README, No-regret item 13)."""
+        adapt_metric = isinstance(self.metric, str) and self.metric != "unit"
+        if not (self.no_regret and self.adapt and adapt_metric and burn > 0):
+            return burn
+        return max(burn, start - 2 * every)
+
+    def adapt_span(self, run, burn, last):
+        """The burn-in (rows 0 .. burn, not recorded) and the exploration's
+        rows burn .. last (recorded) as ONE adaptation of the exact chain
+        (Stan's windows over ``last`` iterations; :meth:`adaptation_end`)."""
+        run.stage[:burn] = STAGE_BURN_IN
+        run.stage[burn:last] = STAGE_EXPLORE
+
+        def worker(ctx):
+            ctx.recorder.active = False
+            ctx.exact = ctx.chain = self.make_chain(ctx.q0, ctx.generator, drive=ctx.recorder,
+                                                    judge=ctx.recorder,
+                                                    **_noregret.explore_options(self))
+
+            def span(chain, trace, a, b, key):
+                # rows before `burn` are the burn-in (not recorded), the rest
+                # exploration; a window of the adaptation may straddle the two
+                if a < burn:
+                    with ctx.phase("burn_in"):
+                        ctx.recorder.active = False
+                        i = ctx.run_span(chain, trace, a, min(b, burn), key)
+                    if b <= burn or i < burn:
+                        return i
+                    a = burn
+                with ctx.phase("explore"):
+                    ctx.recorder.active = True
+                    return ctx.run_span(chain, trace, a, b, key)
+
+            with ctx.phase("warmup"):
+                self.warmup(ctx.exact, ctx.warm, ctx, last, key="warmup", span=span)
+            ctx.recorder.active = False
+
+        run.each_chain(worker, last, "burn-in and adaptation")
+        run.row += last
+        run.iteration = last
+
+    def continue_exact(self, run):
+        """After a fallback before the schedule's end, when the exact chain
+        has adapted over half the warm-up (under the rule:
+        :meth:`adaptation_end`): the warm-up left runs the exploration's NUTS
+        chain (not adapted, not recorded), and its rows join the re-estimate
+        of the metric before the kept draws (:meth:`draw`: the adaptation's
+        last window and every later NUTS row), as in a plain NUTS warm-up
+        whose last window is that long.  A second adaptation over the
+        warm-up left (:meth:`readapt`) would start again from Stan's short
+        windows: on posteriordb's sblrc-blr (1000 + 1000) its fallbacks had
+        min ESS 80-106 against NUTS's 222-310."""
+        n = run.n_warmup - run.iteration
+        if n <= 0:
+            return
+        row0 = run.row
+        run.stage[row0:row0 + n] = STAGE_EXPLORE
+
+        def worker(ctx):
+            ctx.recorder.active = False
+            if ctx.chain is not ctx.exact:
+                ctx.exact.set_position(ctx.chain.position)
+            ctx.chain = ctx.exact
+            with ctx.phase("warmup"), ctx.phase("explore"):
+                ctx.run_span(ctx.exact, ctx.warm, row0, row0 + n, "warmup")
+
+        run.each_chain(worker, n, "exact (warm-up left)")
+        run.row += n
+        run.iteration = run.n_warmup
+
     def readapt(self, run):
         """After a fallback at the cost check: the exploration iterations the
         schedule would still have run become a second adaptation of the exact
         chain (Stan's windows: step size and metric), which will draw the
         kept draws; the burn-in alone (burn_in of n_warmup) adapts too little
         for them (measured, simulated regression, 500 + 500: the fallback's
-        min ESS 228 against NUTS's 498)."""
+        min ESS 228 against NUTS's 498).  Under the rule, whose exact chain
+        has already adapted over half the warm-up, the warm-up left runs it
+        on instead (:meth:`continue_exact`)."""
+        if getattr(run, "extended_adaptation", False) and self.explore_with == "nuts":
+            self.continue_exact(run)
+            return
         n = run.n_warmup - run.iteration
         if n <= 0 or not self.adapt:
             return
@@ -620,6 +781,8 @@ class NNGHMC(HMC):
             # rows, tree depth 0, mix worse; all of them with an HMC exploration)
             run = ctx.run
             later = np.flatnonzero(run.stage[:run.row] == STAGE_EXPLORE)
+            if getattr(ctx, "adapted_from", None) is not None:
+                later = later[later >= ctx.adapted_from]    # not the adaptation's own rows
             if self.explore_with == "nuts":
                 later = later[ctx.warm["tree_depth"][later] >= 1]
             refit = ctx.refit = _noregret.refit_fallback_metric(self, ctx, later)
@@ -642,6 +805,9 @@ class NNGHMC(HMC):
     @staticmethod
     def _hmc_acceptance(run):
         rows = np.flatnonzero(run.stage[:run.row] == STAGE_EXPLORE)
+        adapted = rows[rows >= getattr(run, "adapt_end", 0)]    # after the adaptation
+        if adapted.size:
+            rows = adapted
         if rows.size == 0:
             rows = np.arange(run.row)
         if rows.size == 0:
