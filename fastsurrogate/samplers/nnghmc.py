@@ -601,8 +601,8 @@ class NNGHMC(HMC):
         per row in the timed windows, against 0.96-1.14 per row over
         windows of the same lengths of a NUTS run adapted over 1000
         (simulated regression, N = 100000, d = 50), and the rule switched
-        at predicted whole-run ratios of 1.46-1.59x in runs that ended at
-        0.47-0.86x NUTS's (README, No-regret item 13)."""
+        at predicted whole-run ratios of 1.50x and 1.46x in runs that ended
+        at 0.47x and 0.86x NUTS's (README, No-regret item 13)."""
         adapt_metric = isinstance(self.metric, str) and self.metric != "unit"
         if not (self.no_regret and self.adapt and adapt_metric and burn > 0):
             return burn
