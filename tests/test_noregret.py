@@ -315,7 +315,7 @@ def test_nnghmc_s_exact_window_pools_the_spans_between_trainings(monkeypatch):
 
 @pytest.mark.no_regret_default
 def test_nnghmc_under_the_rule_adapts_over_half_the_warm_up_and_records_from_its_burn_in(
-        monkeypatch):
+        monkeypatch, tmp_path):
     """Under the rule NNgHMC's exact chain adapts (Stan's windows, step size
     and metric) over rows 0..500 of a 1000-iteration warm-up, recording the
     exploration's points from row 200 (the burn-in) on; its first training
@@ -329,6 +329,13 @@ def test_nnghmc_under_the_rule_adapts_over_half_the_warm_up_and_records_from_its
     assert fs.NNGHMC(target, no_regret=False).adaptation_end(200, 500, 100) == 200
     assert fs.NNGHMC(target, adapt=False).adaptation_end(200, 700, 100) == 200
     assert fs.NNGHMC(target, train_start=0.5).schedule(1000)[1] == 500
+    # sizes are checked for the schedule that runs: a checkpointed run turns a
+    # defaulted rule off, and the paper's first training (0.5) fits train_end
+    with pytest.raises(ValueError, match="no training"):
+        fs.NNGHMC(target, train_end=0.6).sample(20, n_warmup=100, progress=False)
+    res = fs.NNGHMC(target, train_end=0.6, n_hidden=4, trainer_options={"max_iter": 3}).sample(
+        20, n_warmup=100, progress=False, checkpoint=str(tmp_path / "ck.npz"))
+    assert [e["iteration"] for e in res.info["events"] if e["event"] == "train"][0] == 50
     points = []
 
     def trial(self, run, t):

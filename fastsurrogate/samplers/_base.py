@@ -675,9 +675,9 @@ class Sampler:
         n_draws = check_int("n_draws", n_draws, 0)
         n_warmup = check_int("n_warmup", self.default_warmup if n_warmup is None else n_warmup, 0)
         chains = check_int("chains", self.default_chains if chains is None else chains, 1)
-        self.check_sizes(n_draws, n_warmup)
         from ._noregret import paper_algorithm_for_checkpoints
         with paper_algorithm_for_checkpoints(self, checkpoint is not None or resume is not None):
+            self.check_sizes(n_draws, n_warmup)     # of the algorithm that runs
             return self._sample(n_draws, n_warmup, chains, seed, init, progress, keep_warmup,
                                 checkpoint, checkpoint_every, resume, executor)
 
