@@ -532,8 +532,8 @@ def choose_exact(ctxs, margin=1.0):
         # (as in trial_verdict): a 2-d Gaussian at correlation 0.998 gave HMC's
         # window min ESS 2.7 in 150 rows, 2x NUTS's rate on paper, with 40x
         # cheaper rows; NUTS stays the choice then
-        if np.isfinite(rate) and ess >= ESS_FLOOR and rate > best_rate * (
-                margin if name == "hmc" and best == "nuts" and best_rate > 0 else 1.0):
+        bar = best_rate * margin if name == "hmc" and best_rate > 0 else best_rate
+        if np.isfinite(rate) and ess >= ESS_FLOOR and rate > bar:
             best, best_rate = name, rate
     record["chosen"] = best
     for c in ctxs:
@@ -552,7 +552,8 @@ def refit_fallback_metric(sampler, ctx, later=None):
     Returns the record for ``info``, or None when nothing was done (no
     metric adaptation, or no rows beyond the last window).  The adaptation
     ran over warm-up rows 0 .. ``ctx.adapted_from`` - 1; ``later``: the
-    indices of the later warm-up rows to add (default: the timed window's
+    indices of the later warm-up rows to add (rows before ``adapted_from``
+    are left out) (default: the timed window's
     NUTS half, or every row after the adaptation without one).
 
     Why: the exploration adapts over the first half of the warm-up only (the
@@ -582,6 +583,7 @@ def refit_fallback_metric(sampler, ctx, later=None):
         windows = getattr(ctx, "exact_windows", None) or {}
         later = windows["nuts"][0] if "nuts" in windows else np.arange(a, ctx.run.n_warmup)
     later = np.asarray(later, dtype=np.int64)
+    later = later[later >= a]           # rows of the adaptation itself are not "later"
     draws = ctx.warm["draws"]
     rows = np.concatenate([draws[w0:ends[-1]], draws[later]])
     rows = rows[np.all(np.isfinite(rows), axis=1)]

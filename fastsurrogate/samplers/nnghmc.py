@@ -340,7 +340,7 @@ class NNGHMC(HMC):
                         hmc_acceptance=None, trial_acceptance=None, training_curve=[])
         adapt_end = (burn if self.surrogate is not None
                      else self.adaptation_end(burn, start, every))
-        run.adapt_end, run.extended_adaptation = adapt_end, adapt_end > burn
+        run.adapt_end = adapt_end
         try:
             if adapt_end > burn:        # 1. burn-in, not recorded, and under the rule the
                 self.adapt_span(run, burn, adapt_end)   # exploration's first rows: one adaptation
@@ -547,10 +547,7 @@ class NNGHMC(HMC):
 
         def worker(ctx):
             if ctx.exact is None:
-                ctx.recorder.active = False
-                ctx.exact = ctx.chain = self.make_chain(ctx.q0, ctx.generator,
-                                                        drive=ctx.recorder, judge=ctx.recorder,
-                                                        **_noregret.explore_options(self))
+                self._start_exploration(ctx)
             ctx.recorder.active = record
             with ctx.phase("warmup"), ctx.phase("explore" if record else "burn_in"):
                 t0 = time.perf_counter()
@@ -585,6 +582,14 @@ class NNGHMC(HMC):
         run.row += n
         run.iteration = last
 
+    def _start_exploration(self, ctx):
+        """The chain's exact exploration chain (NUTS or HMC) through its
+        recorder, recording off, from its starting point."""
+        ctx.recorder.active = False
+        ctx.exact = ctx.chain = self.make_chain(ctx.q0, ctx.generator, drive=ctx.recorder,
+                                                judge=ctx.recorder,
+                                                **_noregret.explore_options(self))
+
     def adaptation_end(self, burn, start, every):
         """Warm-up iterations the exact chain adapts over (Stan's windows):
         the burn-in, and under the no-regret rule (with ``adapt`` and an
@@ -616,10 +621,7 @@ class NNGHMC(HMC):
         run.stage[burn:last] = STAGE_EXPLORE
 
         def worker(ctx):
-            ctx.recorder.active = False
-            ctx.exact = ctx.chain = self.make_chain(ctx.q0, ctx.generator, drive=ctx.recorder,
-                                                    judge=ctx.recorder,
-                                                    **_noregret.explore_options(self))
+            self._start_exploration(ctx)
 
             def span(chain, trace, a, b, key):
                 # rows before `burn` are the burn-in (not recorded), the rest
@@ -681,7 +683,8 @@ class NNGHMC(HMC):
         min ESS 228 against NUTS's 498).  Under the rule, whose exact chain
         has already adapted over half the warm-up, the warm-up left runs it
         on instead (:meth:`continue_exact`)."""
-        if getattr(run, "extended_adaptation", False) and self.explore_with == "nuts":
+        if (getattr(run, "adapt_end", 0) > self.schedule(run.n_warmup)[0]
+                and self.explore_with == "nuts"):
             self.continue_exact(run)
             return
         n = run.n_warmup - run.iteration
@@ -781,8 +784,6 @@ class NNGHMC(HMC):
             # rows, tree depth 0, mix worse; all of them with an HMC exploration)
             run = ctx.run
             later = np.flatnonzero(run.stage[:run.row] == STAGE_EXPLORE)
-            if getattr(ctx, "adapted_from", None) is not None:
-                later = later[later >= ctx.adapted_from]    # not the adaptation's own rows
             if self.explore_with == "nuts":
                 later = later[ctx.warm["tree_depth"][later] >= 1]
             refit = ctx.refit = _noregret.refit_fallback_metric(self, ctx, later)
