@@ -13,6 +13,7 @@ metric windows).
 
 from .hmc import HMC
 from ._base import check_tree_depth
+from .surrogate_nuts import SurrogateNUTS, check_surrogate, cost_check
 
 __all__ = ["NUTS"]
 
@@ -31,6 +32,18 @@ class NUTS(HMC):
         At most 2**max_tree_depth - 1 leapfrog steps per iteration (Stan: 10).
     max_energy_error : float
         Energy error above which a trajectory is divergent (Stan: 1000).
+    surrogate : "auto", True or False
+        Drive the trees with a surrogate V of U trained on the warm-up's own
+        leapfrog points, each selected point corrected with one exact U
+        (exact for any V; :mod:`fastsurrogate.samplers.surrogate_nuts`).
+        "auto" (default): when one exact gradient costs at least
+        ``policy.cost_ratio`` surrogate evaluations, measured once before
+        the run (``result.info["surrogate"]`` has the figures); False: plain
+        NUTS.
+    policy : dict or SurrogatePolicy, optional
+        Settings of the surrogate (:class:`~fastsurrogate.samplers.surrogate_nuts.SurrogatePolicy`:
+        ``min_accept``, ``block``, ``n_hidden``, ``max_points``,
+        ``cost_ratio``, ``dense_max``, ``laplace``).
 
     ``result.stats`` has ``tree_depth`` and ``n_steps`` (leapfrog steps, i.e.
     gradient evaluations) per iteration.
@@ -47,12 +60,59 @@ class NUTS(HMC):
     method = "nuts"
 
     def __init__(self, potential, *, step_size=None, metric="diag", adapt=True,
-                 target_accept=0.8, max_tree_depth=10, max_energy_error=1000.0):
+                 target_accept=0.8, max_tree_depth=10, max_energy_error=1000.0,
+                 surrogate="auto", policy=None):
         super().__init__(potential, step_size=step_size, n_steps=1, random_n_steps=False,
                          metric=metric, adapt=adapt, target_accept=target_accept,
                          max_energy_error=max_energy_error)
         self.max_tree_depth = check_tree_depth(max_tree_depth)
+        self.surrogate, self.policy = check_surrogate(surrogate, policy)
+        if self.surrogate is True and not (adapt and isinstance(metric, str)):
+            raise ValueError("surrogate=True adapts its own metric and step size: it needs "
+                             "adapt=True and a metric name")
+
+    def checkpoint_support(self):
+        if self.surrogate is True:
+            return ("NUTS with a surrogate does not checkpoint yet; pass surrogate=False "
+                    "for a checkpointed run")
+        return None
+
+    def _surrogate_decision(self, run):
+        """Whether this run drives its trees with a surrogate, and why."""
+        if self.surrogate is False:
+            return {"used": False, "decided_by": "surrogate=False"}
+        if self.surrogate is True:
+            return {"used": True, "decided_by": "surrogate=True"}
+        if not (self.adapt and isinstance(self.metric, str)):
+            return {"used": False, "decided_by": "a fixed metric or adapt=False"}
+        if run.checkpoint is not None:
+            return {"used": False, "decided_by": "checkpoint="}
+        if run.executor is not None and not _threads(run.executor):
+            return {"used": False, "decided_by": "an executor outside this process"}
+        if run.n_warmup < 2 * self.policy.block:
+            return {"used": False, "decided_by": "a warm-up shorter than two blocks"}
+        return cost_check(self.potential, run.ctxs[0].q0, self.policy)
+
+    def phases(self, run):
+        run.start()
+        decision = self._surrogate_decision(run)
+        if not decision["used"]:
+            run.info["surrogate"] = decision
+            run.each_chain(self.warmup_and_sample, run.n_warmup + run.n_draws, self.method)
+            return
+        run.surrogate_engine = SurrogateNUTS(self, self.policy, decision)
+        run.surrogate_engine.phases(run)
+
+    def finish(self, run):
+        engine = getattr(run, "surrogate_engine", None)
+        if engine is not None:
+            engine.finish(run)
 
     def make_chain(self, q0, generator, drive=None, judge=None, **kw):
         return super().make_chain(q0, generator, drive, judge, algorithm="nuts",
                                   max_tree_depth=self.max_tree_depth, **kw)
+
+
+def _threads(executor):
+    from concurrent.futures import ThreadPoolExecutor
+    return isinstance(executor, ThreadPoolExecutor)

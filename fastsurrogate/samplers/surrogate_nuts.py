@@ -1,0 +1,475 @@
+"""Surrogate-driven NUTS: NUTS whose trees run on a cheap surrogate V of U,
+each selected point corrected with one exact U, the surrogate trained on the
+exact warm-up's own leapfrog points and watched at every iteration.
+
+The transition (csrc/fs_surrogate.c with k = 1): from q, one Stan
+multinomial NUTS transition on V alone selects q'; it is accepted with
+probability
+
+    min(1, exp(V(q') - U(q') - V(q) + U(q))).
+
+NUTS on V is reversible for exp(-V) (with the momentum refreshed), so the
+composite move is reversible for exp(-U) whatever V is (Liu 2001, sec.
+9.4.3; Christen & Fox 2005): exact, and a tree of 2^k surrogate leapfrog
+steps costs ONE exact value of U.  The log ratio is V's error where the chain
+goes, measured at every iteration for nothing; its acceptance is what the
+policy watches.
+
+The run (:class:`SurrogateNUTS`, the phases of :class:`~.nuts.NUTS` with a
+surrogate):
+
+1. Start.  L-BFGS from chain 0's initial point to the mode of U, and a
+   finite-difference Hessian there (2 dim gradients): the Laplace
+   approximation N(m, S) (a Pathfinder-like start).  Each chain starts at a
+   draw from it, with S as its metric (dense up to ``dense_max``
+   dimensions, else its diagonal).  When the optimiser fails, chains start
+   where plain NUTS would, with Stan's metric, and V has no base.
+2. Exact warm-up, recorded.  Chains run exact NUTS in blocks of ``block``
+   iterations; every leapfrog point, with U and grad U, is recorded (2^k per
+   tree of depth k), pooled over chains.  After each block V = (Laplace
+   Gaussian) + (random-basis network) is fitted to the pooled values AND
+   gradients (:func:`~fastsurrogate.surrogates.value_gradient.fit_value_gradient`),
+   the newest block held out; when its predicted correction acceptance on
+   the held-out points reaches ``min_accept``, the chains switch to
+   surrogate-driven NUTS.  A failed fit is tried again only once the data
+   have doubled, so fitting costs a bounded share of a run whose V never
+   becomes good (which then stays exact NUTS, as it would have been).
+3. Surrogate warm-up, monitored.  Step size (dual averaging of the inner
+   trees' acceptance statistic, as Stan's) and metric (Stan's windows, the
+   window's covariance shrunk toward the current metric) go on adapting.
+   After each block a chain whose correction acceptance fell below
+   ``min_accept`` runs its next block exact and recorded; the pooled data
+   are then refitted, and the chain returns to V when the refit predicts
+   ``min_accept`` again.
+4. Sampling.  Each chain keeps the kernel it ended the warm-up with (V, or
+   exact NUTS when its last block was exact), time-homogeneous and exact:
+   all adaptation (V, step size, metric, the switches) happens in the
+   warm-up, as Stan's does.
+
+Every decision depends on the seed and on counts (iterations, points,
+acceptance statistics), never on a time measured during the run.  The one
+time measurement is the up-front cost check of ``surrogate="auto"``
+(:func:`cost_check`), reported in ``result.info["surrogate"]``; ``True`` and
+``False`` skip it.
+"""
+import time
+import warnings
+from dataclasses import dataclass, asdict
+
+import numpy as np
+
+from ..core._hmc import Chain
+from ..core._potential import RecordingPotential
+from ..surrogates.laplace import laplace_approximation
+from ..surrogates.value_gradient import fit_value_gradient
+from ..surrogates._network import RandomNetwork
+from ._base import warmup_windows, regularized_metric, check_int, check_number
+from .rns_hmc import surrogate_seed
+
+__all__ = ["SurrogatePolicy", "SurrogateNUTS", "cost_check", "check_surrogate"]
+
+
+@dataclass(frozen=True)
+class SurrogatePolicy:
+    """The settings of surrogate-driven NUTS (all of them).
+
+    Attributes
+    ----------
+    min_accept : float
+        The exact correction's acceptance V must reach: predicted on
+        held-out warm-up points before V drives, observed over a block after
+        (below it the chain runs exact NUTS and the data are refitted).
+        0.6: a kernel accepting 60 % of its tree selections costs at most
+        about 1 / 0.6 of the iterations exact NUTS needs for the same
+        draws, while a tree costs one exact value instead of 2^k gradients.
+    block : int
+        Warm-up iterations between decisions (fits, switches), 25: Stan's
+        first metric window.
+    n_hidden : int
+        Hidden units of the network on top of the Gaussian base (500; 0:
+        the base alone).  The network costs 2 n_hidden dim multiply-adds a
+        leapfrog step.
+    max_points : int
+        Recorded points kept per chain (evenly thinned when more are
+        evaluated), 1000.
+    cost_ratio : float
+        ``surrogate="auto"``: use V when one exact U-and-gradient costs at
+        least this many evaluations of a network of ``n_hidden`` units
+        (10), measured once before the run.
+    dense_max : int
+        Largest dimension with a dense metric (the Laplace covariance),
+        200; above it the diagonal.
+    laplace : bool
+        Start from the Laplace approximation (True); False: Stan's start
+        and metric, V without a base.
+    """
+    min_accept: float = 0.6
+    block: int = 25
+    n_hidden: int = 500
+    max_points: int = 1000
+    cost_ratio: float = 10.0
+    dense_max: int = 200
+    laplace: bool = True
+
+    def __post_init__(self):
+        a = check_number("min_accept", self.min_accept)
+        if not 0.0 < a < 1.0:
+            raise ValueError(f"min_accept must be in (0, 1), got {self.min_accept}")
+        check_int("block", self.block, 5)
+        check_int("n_hidden", self.n_hidden, 0)
+        check_int("max_points", self.max_points, 10)
+        if not check_number("cost_ratio", self.cost_ratio) >= 0:
+            raise ValueError(f"cost_ratio must be >= 0, got {self.cost_ratio}")
+        check_int("dense_max", self.dense_max, 0)
+        if not isinstance(self.laplace, (bool, np.bool_)):
+            raise TypeError(f"laplace must be True or False, got {self.laplace!r}")
+
+
+def check_surrogate(surrogate, policy):
+    """``surrogate`` ("auto", True or False) and ``policy`` (None, a dict of
+    :class:`SurrogatePolicy` fields, or a SurrogatePolicy)."""
+    if not (surrogate == "auto" and isinstance(surrogate, str)) and \
+            not isinstance(surrogate, (bool, np.bool_)):
+        raise TypeError(f'surrogate must be "auto", True or False, got {surrogate!r}')
+    if policy is None:
+        policy = SurrogatePolicy()
+    elif isinstance(policy, dict):
+        unknown = set(policy) - set(SurrogatePolicy.__dataclass_fields__)
+        if unknown:
+            raise TypeError(f"unknown policy settings {sorted(unknown)}; the settings are "
+                            f"{sorted(SurrogatePolicy.__dataclass_fields__)}")
+        policy = SurrogatePolicy(**policy)
+    elif not isinstance(policy, SurrogatePolicy):
+        raise TypeError(f"policy must be None, a dict or a SurrogatePolicy, got "
+                        f"{type(policy).__name__}")
+    return (surrogate if isinstance(surrogate, str) else bool(surrogate)), policy
+
+
+def _min_time(fn, q, min_seconds=2e-3):
+    """Seconds per call of fn(q): calls batched to >= min_seconds."""
+    n = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn(q)
+        dt = time.perf_counter() - t0
+        if dt >= min_seconds or n >= 1 << 20:
+            return dt / n
+        n *= 2
+
+
+def cost_check(potential, q, policy, rounds=5):
+    """The one time measurement: exact U-and-gradient against a network of
+    the policy's size, interleaved, the fastest of ``rounds`` each (the
+    least disturbed by other load).  Returns a dict with both times, their
+    ratio and the decision (ratio >= ``policy.cost_ratio``)."""
+    d = potential.dim
+    net = RandomNetwork.random(d, max(policy.n_hidden, 1), seed=0)
+    tu, tv = [], []
+    for _ in range(rounds):
+        tu.append(_min_time(potential.value_and_grad, q))
+        tv.append(_min_time(net.value_and_grad, q))
+    ratio = min(tu) / max(min(tv), 1e-12)
+    return {"exact_seconds": min(tu), "network_seconds": min(tv), "ratio": float(ratio),
+            "cost_ratio": policy.cost_ratio, "used": bool(ratio >= policy.cost_ratio),
+            "decided_by": "cost check"}
+
+
+class _ChainState:
+    """What the policy keeps per chain between blocks."""
+
+    def __init__(self, potential, capacity):
+        # one block's leapfrog points, evenly thinned to `capacity`
+        self.recorder = RecordingPotential(potential, capacity, decimate=True)
+        self.mode = "exact"
+        self.blocks = []            # (Q, G, U) of each exact block, oldest first
+        self.gradient_calls = 0     # exact U-and-gradient calls (through the recorder)
+        self.value_calls = 0        # exact U-only calls (corrections, restarts)
+        self.flagged = False        # its correction acceptance fell below min_accept
+        self.history = []           # (first row, end row, kernel, mean acceptance)
+        self.n_new = 0              # blocks added since the last fit
+
+    def take_block(self):
+        """Move the recorder's points into ``blocks``; True when there were any."""
+        q, g, u = self.recorder.points()
+        self.gradient_calls += self.recorder.n_seen
+        self.recorder.clear()
+        keep = np.isfinite(u)
+        if keep.any():
+            self.blocks.append((q[keep], g[keep], u[keep]))
+            self.n_new += 1
+            return True
+        return False
+
+
+class SurrogateNUTS:
+    """The phases of NUTS with a surrogate (see the module docstring).
+
+    ``sampler`` is the :class:`~.nuts.NUTS` whose options apply (step
+    size start, target_accept, max_tree_depth, max_energy_error).
+    """
+
+    def __init__(self, sampler, policy, decision):
+        self.sampler = sampler
+        self.policy = policy
+        self.decision = decision
+        self.potential = sampler.potential
+        self.V = None
+        self.fit_info = None
+        self.fits = []
+        self.n_at_last_try = 0
+        self.laplace = None
+        self.exact_calls = {"laplace": 0}
+
+    # -- set-up ----------------------------------------------------------------
+    def _start(self, run):
+        """The Laplace approximation (pooled) and each chain's start and metric."""
+        d = self.potential.dim
+        q0 = np.array([ctx.q0 for ctx in run.ctxs])
+        metric = None
+        if self.policy.laplace:
+            with run.phase("laplace"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    self.laplace = laplace_approximation(self.potential, q0[0], hessian="fd",
+                                                         maxiter=1000)
+                except (ValueError, ArithmeticError, np.linalg.LinAlgError):
+                    self.laplace = None
+            if self.laplace is not None:
+                self.exact_calls["laplace"] = int(self.laplace.info.get("n_evaluations", 0))
+                ok = self.laplace.info.get("optimizer", {})
+                if isinstance(ok, dict) and ok.get("success") is False and \
+                        not np.all(np.isfinite(self.laplace.cov)):
+                    self.laplace = None
+        if self.laplace is not None:
+            lap = self.laplace
+            metric = lap.cov if d <= self.policy.dense_max else np.diag(lap.cov).copy()
+            for ctx in run.ctxs:
+                q = lap.sample(1, seed=ctx.generator)[0]
+                u, g = self.potential.value_and_grad(q)
+                self.exact_calls["laplace"] += 1
+                if np.isfinite(u) and np.all(np.isfinite(g)):
+                    ctx.q0 = q
+        self.metric0 = metric
+
+    def _exact_chain(self, ctx, st, q, step, inv_metric):
+        s = self.sampler
+        return Chain(st.recorder, st.recorder, q, ctx.generator, step_size=step,
+                     inv_metric=inv_metric, max_energy_error=s.max_energy_error,
+                     algorithm="nuts", max_tree_depth=s.max_tree_depth)
+
+    def _surrogate_chain(self, ctx, q, step, inv_metric):
+        s = self.sampler
+        return Chain(self.V, self.potential, q, ctx.generator, step_size=step,
+                     inv_metric=inv_metric, max_energy_error=s.max_energy_error,
+                     algorithm="nuts", max_tree_depth=s.max_tree_depth, surrogate_steps=1)
+
+    def _switch(self, ctx, mode):
+        """Move ctx.chain to `mode` ("exact" / "surrogate") at the same state."""
+        st = ctx.policy_state
+        old = ctx.chain
+        if mode == "surrogate":
+            ctx.chain = self._surrogate_chain(ctx, old.position, old.step_size, old.inv_metric)
+            st.value_calls += 1               # U at the chain's point
+        else:
+            ctx.chain = self._exact_chain(ctx, st, old.position, old.step_size, old.inv_metric)
+        st.mode = mode
+        ctx.chain.start_adaptation(self.sampler.target_accept)
+
+    # -- the phases ------------------------------------------------------------
+    def phases(self, run):
+        self._start(run)
+        pol = self.policy
+        for ctx in run.ctxs:
+            st = _ChainState(self.potential, pol.max_points)
+            ctx.policy_state = st
+            ctx.chain = self._exact_chain(ctx, st, ctx.q0, 1.0 if self.sampler.step_size is None
+                                          else self.sampler.step_size, self.metric0)
+        run.each_chain(self._find_step, 0, "nuts (step size)")
+        self._warmup(run)
+        run.each_chain(self._sample, run.n_draws, "nuts with surrogate")
+
+    def _find_step(self, ctx):
+        if self.sampler.step_size is None:
+            ctx.chain.find_step_size()
+        ctx.chain.start_adaptation(self.sampler.target_accept)
+
+    def _blocks(self, n_warmup):
+        """Block ends within the warm-up: every ``block`` iterations and at
+        Stan's metric-window ends.  Returns (ends, window ends)."""
+        first, windows = warmup_windows(n_warmup)
+        ends = set(range(self.policy.block, n_warmup, self.policy.block))
+        ends.update(windows)
+        ends.add(n_warmup)
+        return sorted(e for e in ends if 0 < e <= n_warmup), set(windows), first
+
+    def _warmup(self, run):
+        n = run.n_warmup
+        if n == 0:
+            return
+        ends, windows, first = self._blocks(n)
+        start_row = 0
+        window_start = first
+        for end in ends:
+            def block(ctx, a=start_row, b=end):
+                with ctx.phase("warmup"):
+                    ctx.run_span(ctx.chain, ctx.warm, a, b, "warmup")
+            run.each_chain(block, end - start_row, f"warm-up {end}/{n}")
+            self._decide(run, start_row, end)
+            if end in windows:
+                for ctx in run.ctxs:
+                    self._update_metric(ctx, window_start, end)
+                window_start = end
+            start_row = end
+        for ctx in run.ctxs:
+            ctx.chain.finish_adaptation()
+
+    def _update_metric(self, ctx, a, b):
+        draws = ctx.warm["draws"][a:b]
+        cur = ctx.chain.inv_metric
+        if cur is None:
+            new = regularized_metric(draws, "diag")
+        elif cur.ndim == 2:
+            n, d = draws.shape
+            w = n / (n + d + 5.0)
+            S = np.cov(draws, rowvar=False).reshape(d, d) if n > 1 else cur
+            new = w * S + (1.0 - w) * cur
+        else:
+            n, d = draws.shape
+            w = n / (n + 5.0)
+            new = w * draws.var(axis=0, ddof=1) + (1.0 - w) * cur
+        ctx.chain.set_inv_metric(new)
+        ctx.chain.find_step_size()
+        ctx.chain.start_adaptation(self.sampler.target_accept)
+
+    def _decide(self, run, a, b):
+        """After rows a..b of every chain: watch, fit, switch."""
+        pol = self.policy
+        new_data = False
+        for ctx in run.ctxs:
+            st = ctx.policy_state
+            tr = ctx.warm
+            acc = float(np.mean(tr["accept_prob"][a:b]))
+            st.history.append((a, b, st.mode, acc))
+            if st.mode == "surrogate":
+                st.value_calls += int(tr["judge_evaluated"][a:b].sum())
+                if acc < pol.min_accept:
+                    st.flagged = True
+                    self._switch(ctx, "exact")
+            else:
+                new_data |= st.take_block()
+        flagged = any(c.policy_state.flagged for c in run.ctxs)
+        if not new_data:
+            return
+        Q, G, U, held = self._pooled(run)
+        n = Q.shape[0]
+        if n < 8 or held.all():
+            return
+        if not flagged and n < 2 * self.n_at_last_try:
+            return           # a failed first fit is tried again when the data doubled
+        self.n_at_last_try = n
+        base = None if self.laplace is None else self.laplace.potential
+        with run.phase("fit"):
+            try:
+                V, info = fit_value_gradient(
+                    Q, U, G, base=base, n_hidden=pol.n_hidden, held_out=held,
+                    seed=surrogate_seed(run.ctxs[0].generator) + len(self.fits))
+            except (ValueError, np.linalg.LinAlgError) as exc:
+                self.fits.append({"row": b, "n_points": n, "error": str(exc)})
+                return
+        info["row"] = b
+        self.fits.append(info)
+        if info["predicted_acceptance"] < pol.min_accept:
+            return
+        self.V, self.fit_info = V, info
+        for ctx in run.ctxs:
+            ctx.policy_state.flagged = False
+            self._switch(ctx, "surrogate")
+
+    def _pooled(self, run):
+        """The chains' recorded points and which are held out: the blocks
+        recorded since the last decision (when older ones exist; else the
+        last third of each chain's points).  Older blocks are evenly thinned
+        to ``max_points`` per chain."""
+        cap = self.policy.max_points
+        parts = []                       # (Q, G, U, held)
+        for ctx in run.ctxs:
+            st = ctx.policy_state
+            blocks, n_new = st.blocks, st.n_new
+            st.n_new = 0
+            if not blocks:
+                continue
+            old, new = blocks[:len(blocks) - n_new], blocks[len(blocks) - n_new:]
+            if old:
+                Q, G, U = (np.concatenate(x) for x in zip(*old))
+                if Q.shape[0] > cap:
+                    idx = np.linspace(0, Q.shape[0] - 1, cap).round().astype(np.int64)
+                    Q, G, U = Q[idx], G[idx], U[idx]
+                parts.append((Q, G, U, False))
+            for Q, G, U in new:
+                parts.append((Q, G, U, True))
+        if all(p[3] for p in parts):
+            split = []
+            for Q, G, U, _ in parts:
+                k = (2 * Q.shape[0]) // 3
+                split += [(Q[:k], G[:k], U[:k], False), (Q[k:], G[k:], U[k:], True)]
+            parts = split
+        Q = np.concatenate([p[0] for p in parts])
+        G = np.concatenate([p[1] for p in parts])
+        U = np.concatenate([p[2] for p in parts])
+        held = np.concatenate([np.full(p[0].shape[0], p[3]) for p in parts])
+        return Q, G, U, held
+
+    def _sample(self, ctx):
+        with ctx.phase("sample"):
+            ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
+
+    # -- the report --------------------------------------------------------------
+    def exact_calls_per_chain(self, run):
+        """Exact calls of each chain: (U-and-gradient, U-only)."""
+        out = []
+        for ctx in run.ctxs:
+            st = getattr(ctx, "policy_state", None)
+            if st is None:
+                out.append((0, 0))
+                continue
+            grad = st.gradient_calls + st.recorder.n_seen
+            value = st.value_calls
+            n = ctx.done.get("sample", 0)
+            if st.mode == "surrogate" and ctx.main is not None:
+                value += int(ctx.main["judge_evaluated"][:n].sum())
+            out.append((int(grad), int(value)))
+        return out
+
+    def finish(self, run):
+        calls = self.exact_calls_per_chain(run)
+        chains = []
+        for ctx, (g, v) in zip(run.ctxs, calls):
+            st = getattr(ctx, "policy_state", None)
+            if st is None:
+                continue
+            surrogate_rows = sum(b - a for a, b, mode, _ in st.history if mode == "surrogate")
+            n = ctx.done.get("sample", 0)
+            if st.mode == "surrogate":
+                surrogate_rows += n
+            chains.append({"sampling_kernel": st.mode, "gradient_calls": g, "value_calls": v,
+                           "surrogate_iterations": int(surrogate_rows),
+                           "warmup_blocks": [{"rows": (a, b), "kernel": mode,
+                                              "acceptance": acc}
+                                             for a, b, mode, acc in st.history]})
+        lap = self.exact_calls["laplace"]
+        info = dict(self.decision)
+        info.update(
+            policy=asdict(self.policy), used=True, fits=self.fits, fit=self.fit_info,
+            chains=chains, laplace_calls=lap,
+            exact_gradient_calls=lap + sum(c["gradient_calls"] for c in chains),
+            exact_value_calls=sum(c["value_calls"] for c in chains),
+            n_refits=max(sum(1 for f in self.fits
+                             if f.get("predicted_acceptance", 0) >= self.policy.min_accept) - 1,
+                         0))
+        info["exact_calls"] = info["exact_gradient_calls"] + info["exact_value_calls"]
+        total = sum(run.n_warmup + ctx.done.get("sample", 0) for ctx in run.ctxs)
+        info["surrogate_share"] = (sum(c["surrogate_iterations"] for c in chains) / total
+                                   if total else 0.0)
+        run.info["surrogate"] = info
+        run.surrogate = self.V

@@ -1,0 +1,240 @@
+"""A scalar surrogate V ~ U fitted to values AND gradients: the surrogate of
+surrogate-driven NUTS (:mod:`fastsurrogate.samplers.surrogate_nuts`).
+
+V(q) = B(q) + z(q): an optional Gaussian base B (the Laplace approximation,
+or any :class:`~fastsurrogate.models.Gaussian`) plus a random-basis network
+z (softplus nodes, as the RNS-HMC paper's) whose output weights v solve one
+ridge problem over stacked value and gradient rows:
+
+    min_v  sum_n (z(q_n) + b - r_n)^2  +  sum_n |T^-T (grad z(q_n) - g_n)|^2
+           + lam |v|^2,
+
+with r_n = U(q_n) - B(q_n), g_n = grad U(q_n) - grad B(q_n), and gradient
+errors measured in the whitened coordinates x = T (q - m) of the base (or
+of the training points), where one unit is one posterior standard deviation.
+
+The gradient rows cost nothing extra to assemble: with a_n = c W x_n + d the
+pre-activations, s_n = sigmoid(a_n) (the softplus derivative) and W the
+(n_hidden, dim) input weights in x, the gradient rows' Gram matrix is
+(S^T S) o (c^2 W W^T) (o: elementwise) and their right-hand side
+c sum_n s_n o (W T^-T g_n), so the fit is O(N n_hidden^2) whatever the
+dimension: a point with its gradient gives dim + 1 equations for the price
+of one row.  The network is folded into a :class:`RandomNetwork` (weights
+c W T, biases d - c W T m), so evaluating V costs one (n_hidden x dim)
+product and the base's (dim x dim) one.
+
+What decides whether V is good enough is what the exact correction of
+surrogate NUTS will see: its log ratio (U - V)(q') - (U - V)(q).  For held-
+out points with errors e_n = U(q_n) - V(q_n) (up to a constant),
+:func:`predicted_acceptance` is the mean of min(1, exp(e_i - e_j)) over pairs,
+the correction's acceptance if current state and proposal were two
+independent held-out points.
+"""
+import numpy as np
+import scipy.linalg as sla
+
+from ._network import RandomNetwork
+from ..core._potential import WeightedSum
+from ..core import _blas_threads
+
+__all__ = ["fit_value_gradient", "predicted_acceptance", "gaussian_base_terms"]
+
+#: input scales c tried (nodes see c W x, x whitened: pre-activations of sd ~c)
+INPUT_SCALES = (0.3, 0.6, 1.2)
+#: relative ridges tried (times the mean diagonal of the Gram matrix)
+RIDGES = (1e-9, 1e-7, 1e-5, 1e-3)
+
+
+def predicted_acceptance(err, max_pairs=250000, seed=0):
+    """Mean of min(1, exp(e_i - e_j)) over ordered pairs i != j of `err`.
+
+    err : (n,) U - V at held-out points (any constant offset cancels).
+    With more than ``sqrt(max_pairs)`` points, a fixed subsample is used.
+    Returns 1.0 for fewer than 2 points.
+    """
+    e = np.asarray(err, dtype=np.float64).ravel()
+    e = e[np.isfinite(e)]
+    n = e.shape[0]
+    if n < 2:
+        return 1.0
+    m = int(np.sqrt(max_pairs))
+    if n > m:
+        e = e[np.random.default_rng(seed).choice(n, m, replace=False)]
+        n = m
+    diff = e[:, None] - e[None, :]
+    a = np.exp(np.minimum(diff, 0.0))
+    return float((a.sum() - n) / (n * (n - 1)))
+
+
+def gaussian_base_terms(base, Q):
+    """B(Q) (n,) and grad B(Q) (n, dim) of a Gaussian base (None: zeros)."""
+    if base is None:
+        return np.zeros(Q.shape[0]), np.zeros_like(Q)
+    D = Q - base.mean
+    P = base.precision
+    if P.ndim == 1:
+        G = D * P
+    else:
+        G = D @ P
+    return 0.5 * np.einsum("ij,ij->i", D, G), G
+
+
+def _whitening(base, Q):
+    """(m, T, Tinv_T) with x = T (q - m): from the base's covariance, else from
+    the points' (regularised) covariance."""
+    d = Q.shape[1]
+    if base is not None:
+        m = np.asarray(base.mean, dtype=np.float64)
+        C = base.covariance
+    else:
+        m = Q.mean(axis=0)
+        C = np.cov(Q, rowvar=False).reshape(d, d)
+        C = C + 1e-10 * max(np.trace(C) / d, 1e-300) * np.eye(d)
+    L = np.linalg.cholesky(C)
+    T = sla.solve_triangular(L, np.eye(d), lower=True, check_finite=False)
+    return m, T, L
+
+
+class _Design:
+    """Features of one input scale: value features H, sigmoid S, and the two
+    Gram matrices and right-hand sides (value rows centred: free bias)."""
+
+    def __init__(self, X, Rx, r, has_grad, W0, b0, c):
+        A = c * (X @ W0.T) + b0
+        H = np.logaddexp(0.0, A)                     # softplus
+        S = 0.5 * (1.0 + np.tanh(0.5 * A))           # its derivative, stably
+        self.hm, self.rm = H.mean(axis=0), r.mean()
+        Hc = H - self.hm
+        Sg = S[has_grad]
+        K = (c * c) * (W0 @ W0.T)
+        self.G = Hc.T @ Hc + (Sg.T @ Sg) * K
+        self.rhs = Hc.T @ (r - self.rm) + c * np.sum(Sg * (Rx[has_grad] @ W0.T), axis=0)
+        self.c = c
+
+    def solve(self, ridge):
+        G = self.G.copy()
+        s = G.shape[0]
+        G[np.diag_indices(s)] += ridge * max(np.trace(G) / s, np.finfo(float).tiny)
+        try:
+            v = sla.cho_solve(sla.cho_factor(G, lower=True, check_finite=False), self.rhs,
+                              check_finite=False)
+        except np.linalg.LinAlgError:
+            v = sla.lstsq(G, self.rhs, lapack_driver="gelsd", check_finite=False)[0]
+        return v, float(self.rm - self.hm @ v)
+
+
+def _errors(X, Rx, r, has_grad, W0, b0, c, v, b):
+    """Held-out value errors (r - z) and mean squared whitened gradient error."""
+    A = c * (X @ W0.T) + b0
+    z = np.logaddexp(0.0, A) @ v + b
+    S = 0.5 * (1.0 + np.tanh(0.5 * A))
+    gx = c * ((S[has_grad] * v) @ W0)
+    gerr = float(np.mean(np.sum((gx - Rx[has_grad]) ** 2, axis=1))) if has_grad.any() else 0.0
+    return r - z, gerr
+
+
+def fit_value_gradient(Q, u, G=None, *, base=None, n_hidden=500, held_out=None, seed=None,
+                       blas_threads=1):
+    """Fit V = base + random-basis network to U values and gradients.
+
+    Parameters
+    ----------
+    Q : ndarray (N, dim)
+        Points (e.g. every leapfrog point of an exact NUTS warm-up).
+    u : ndarray (N,)
+        U at the points.
+    G : ndarray (N, dim), optional
+        grad U at the points; rows with NaN (value-only points, e.g. the
+        exact corrections' proposals) give value rows only.
+    base : fastsurrogate.models.Gaussian, optional
+        The Gaussian base B; the network fits U - B.  None: the network alone
+        (inputs whitened by the points' covariance).
+    n_hidden : int
+        Hidden units (0: the base alone, which needs a base).
+    held_out : ndarray of bool (N,), optional
+        Points left out of the choice of input scale and ridge (and scored):
+        the input scale and ridge with the best predicted acceptance there
+        are kept, then the network is refitted on all points.  None: the
+        last fifth of the points.
+    seed : int or Generator
+        The random basis.
+    blas_threads : int or None
+        Threads for the Gram matrices and the Cholesky solve.
+
+    Returns
+    -------
+    V : Potential
+        ``base + network`` (a :class:`WeightedSum`), the network alone, or
+        the base alone (when the network does not beat it on the held-out
+        points).  ``V.info`` (a dict attribute of the returned object's
+        ``fit_info``) is returned separately.
+    info : dict
+        ``predicted_acceptance`` (held-out, of the V returned),
+        ``base_acceptance`` (the base alone), ``input_scale``, ``ridge``,
+        ``n_points``, ``n_gradients``, ``n_hidden``, ``kind``.
+    """
+    Q = np.ascontiguousarray(Q, dtype=np.float64)
+    u = np.asarray(u, dtype=np.float64).ravel()
+    N, d = Q.shape
+    if u.shape != (N,):
+        raise ValueError(f"u must have shape ({N},), got {u.shape}")
+    if G is None:
+        G = np.full((N, d), np.nan)
+    G = np.asarray(G, dtype=np.float64)
+    if G.shape != (N, d):
+        raise ValueError(f"G must have shape ({N}, {d}), got {G.shape}")
+    if N < 4:
+        raise ValueError(f"need at least 4 points, got {N}")
+    if not (np.all(np.isfinite(Q)) and np.all(np.isfinite(u))):
+        raise ValueError("Q and u must be finite")
+    if base is None and n_hidden < 1:
+        raise ValueError("n_hidden = 0 needs a base")
+    has_grad = np.all(np.isfinite(G), axis=1)
+    if held_out is None:
+        held_out = np.zeros(N, dtype=bool)
+        held_out[N - max(N // 5, 2):] = True
+    held_out = np.asarray(held_out, dtype=bool)
+    if held_out.all() or not held_out.any():
+        raise ValueError("held_out must leave points on both sides")
+    Bq, gB = gaussian_base_terms(base, Q)
+    r = u - Bq
+    Rq = np.where(has_grad[:, None], G - gB, 0.0)
+    m, T, L = _whitening(base, Q)
+    X = (Q - m) @ T.T
+    Rx = Rq @ L                 # gradient in x: L^T g, as rows
+    base_acc = predicted_acceptance(r[held_out]) if base is not None else 0.0
+    info = {"n_points": int(N), "n_gradients": int(has_grad.sum()), "n_hidden": int(n_hidden),
+            "base_acceptance": base_acc}
+    if n_hidden < 1:
+        info.update(kind="base", predicted_acceptance=base_acc)
+        return base, info
+    rng = np.random.default_rng(seed)
+    W0 = rng.standard_normal((n_hidden, d)) / np.sqrt(d)
+    b0 = rng.standard_normal(n_hidden)
+    tr = ~held_out
+    best = (-1.0, None, None)
+    with _blas_threads.blas_threads(blas_threads):
+        for c in INPUT_SCALES:
+            des = _Design(X[tr], Rx[tr], r[tr], has_grad[tr], W0, b0, c)
+            for lam in RIDGES:
+                v, b = des.solve(lam)
+                if not np.all(np.isfinite(v)):
+                    continue
+                e, _ = _errors(X[held_out], Rx[held_out], r[held_out], has_grad[held_out],
+                               W0, b0, c, v, b)
+                acc = predicted_acceptance(e)
+                if acc > best[0]:
+                    best = (acc, c, lam)
+        acc, c, lam = best
+        if c is None or (base is not None and acc <= base_acc):
+            if base is None:
+                raise ValueError("no finite network fit")
+            info.update(kind="base", predicted_acceptance=base_acc)
+            return base, info
+        v, b = _Design(X, Rx, r, has_grad, W0, b0, c).solve(lam)
+    Weff = c * (W0 @ T)
+    net = RandomNetwork(Weff, b0 - Weff @ m, v, b, "softplus")
+    info.update(kind="network" if base is None else "base+network", input_scale=c, ridge=lam,
+                predicted_acceptance=acc)
+    V = net if base is None else WeightedSum([base, net])
+    return V, info
