@@ -40,7 +40,9 @@ class Result:
         Inverse mass matrix of each chain after warm-up.
     timings : dict
         Wall seconds per phase (the slowest chain's), e.g. ``warmup``,
-        ``sample``, ``train``; ``timings_per_chain`` keeps every chain's.
+        ``sample``, ``train``, and ``total``, the whole run's wall clock
+        (set-up, warm-up, training, sampling); ``timings_per_chain`` keeps
+        every chain's.
     interrupted : bool
         True when the run was stopped (Ctrl-C or an error) before the end;
         the arrays then hold every iteration each chain completed (ragged:
@@ -203,8 +205,12 @@ class Result:
     # -- diagnostics -----------------------------------------------------------
     def summary(self, constrained=False):
         """Per-parameter table (mean, sd, MCSE, bulk/tail ESS, Geyer ESS, R-hat)
-        plus run-level figures in ``table.overall`` (acceptance, divergences,
-        min/median/max ESS, seconds per iteration, min ESS per second)."""
+        plus run-level figures in ``table.overall``: acceptance, divergences,
+        min/median/max ESS, seconds per iteration, ``min_ess_per_second``
+        (over the WHOLE run's wall clock, ``timings["total"]``: warm-up,
+        training and sampling), ``min_ess_per_sampling_second`` (over the
+        sampling phase's seconds summed over chains), and for NUTS with a
+        surrogate what it did (``surrogate``: :meth:`surrogate_report`)."""
         from . import diagnostics
         draws, _, kept = self._complete("summary")
         if draws.shape[1] < 4:
@@ -222,6 +228,7 @@ class Result:
         ess_min, ess_med, ess_max = ((float(finite.min()), float(np.median(finite)),
                                       float(finite.max())) if finite.size else (np.nan,) * 3)
         secs = self.sampling_seconds()
+        total = self.timings.get("total", np.nan)
         table.overall = {
             "method": self.method,
             "chains": self.chains,
@@ -233,7 +240,9 @@ class Result:
             "ess_median": ess_med,
             "ess_max": ess_max,
             "seconds_per_iteration": self.seconds_per_iteration(),
-            "min_ess_per_second": ess_min / secs if secs > 0 else np.nan,
+            "min_ess_per_second": ess_min / total if total > 0 else np.nan,
+            "min_ess_per_sampling_second": ess_min / secs if secs > 0 else np.nan,
+            "surrogate": self.surrogate_report(),
             "timings": dict(self.timings),
             "exact": self.exact,
             "target": self.target,
@@ -323,8 +332,42 @@ class Result:
             kw["save_warmup"] = True
         return az.from_dict(**kw)
 
+    def surrogate_report(self):
+        """What a surrogate did in this run (NUTS with a surrogate), else None:
+        the share of iterations it drove, the exact U-and-gradient and U-only
+        calls, the refits and the whole run's seconds."""
+        info = self.info.get("surrogate") if isinstance(self.info, dict) else None
+        if not info or not info.get("used"):
+            return None
+        return {"share": float(info["surrogate_share"]),
+                "exact_gradient_calls": int(info["exact_gradient_calls"]),
+                "exact_value_calls": int(info["exact_value_calls"]),
+                "refits": int(info["n_refits"]),
+                "seconds": float(self.timings.get("total", np.nan)),
+                "sampling_kernels": [c["sampling_kernel"] for c in info["chains"]]}
+
+    def report_line(self):
+        """One line on what ran: the method, the surrogate's share and the
+        exact calls (with a surrogate), the whole run's seconds."""
+        rep = self.surrogate_report()
+        secs = self.timings.get("total", np.nan)
+        if rep is None:
+            return f"{self.method}: {self.chains} chains, {secs:.1f} s"
+        exact = sum(k == "exact" for k in rep["sampling_kernels"])
+        tail = f"; {exact} chain(s) sampled with exact NUTS" if exact else ""
+        return (f"{self.method} with surrogate: it drove {100 * rep['share']:.0f} % of "
+                f"iterations; exact calls {rep['exact_gradient_calls']} U+gradient, "
+                f"{rep['exact_value_calls']} U only; {rep['refits']} refits; "
+                f"{secs:.1f} s{tail}")
+
     def __repr__(self):
         state = " (interrupted)" if self.interrupted else ""
+        rep = self.surrogate_report()
+        if rep is not None:
+            state += (f"; surrogate drove {100 * rep['share']:.0f} % of iterations, exact "
+                      f"calls {rep['exact_gradient_calls']} U+grad + "
+                      f"{rep['exact_value_calls']} U, {rep['refits']} refits, "
+                      f"{rep['seconds']:.1f} s")
         if not self.exact:
             state += f"; APPROXIMATE: draws target the {self.target.replace(' (approximate)', '')}"
         acc = np.nanmean(self.acceptance_rate) if self.n_done.any() else float("nan")

@@ -291,8 +291,19 @@ class SurrogateNUTS:
 
     def _find_step(self, ctx):
         if self.sampler.step_size is None:
-            ctx.chain.find_step_size()
+            self._search_step(ctx)
         ctx.chain.start_adaptation(self.sampler.target_accept)
+
+    @staticmethod
+    def _search_step(ctx):
+        """Stan's step-size heuristic; an exact chain's trial steps are
+        counted as exact calls but are no training data (called between
+        blocks, when the recorder holds nothing of the chain's)."""
+        ctx.chain.find_step_size()
+        st = ctx.policy_state
+        if st.mode == "exact":
+            st.gradient_calls += st.recorder.n_seen
+            st.recorder.clear()
 
     def _blocks(self, n_warmup):
         """Block ends within the warm-up: every ``block`` iterations and at
@@ -339,7 +350,7 @@ class SurrogateNUTS:
             w = n / (n + 5.0)
             new = w * draws.var(axis=0, ddof=1) + (1.0 - w) * cur
         ctx.chain.set_inv_metric(new)
-        ctx.chain.find_step_size()
+        self._search_step(ctx)
         ctx.chain.start_adaptation(self.sampler.target_accept)
 
     def _decide(self, run, a, b):
@@ -418,7 +429,23 @@ class SurrogateNUTS:
         G = np.concatenate([p[1] for p in parts])
         U = np.concatenate([p[2] for p in parts])
         held = np.concatenate([np.full(p[0].shape[0], p[3]) for p in parts])
-        return Q, G, U, held
+        keep = U <= self._energy_cut(U)
+        return Q[keep], G[keep], U[keep], held[keep]
+
+    def _energy_cut(self, U):
+        """The highest U a training point may have: U_min + dim + 6 sqrt(dim) + 10.
+
+        A trajectory starts at an energy H = U + K with U - U_min about
+        Gamma(dim / 2) and K about Gamma(dim / 2): H - U_min has mean dim
+        and sd sqrt(dim), and U <= H along a trajectory that does not
+        diverge.  Points above the cut come from diverging trajectories or
+        the first steps of a step-size search; a handful of them (U - B of
+        1e5 where the typical set's spread is 1) would dominate the fit."""
+        d = self.potential.dim
+        u_min = float(np.min(U))
+        if self.laplace is not None and np.isfinite(self.laplace.u_map):
+            u_min = min(u_min, self.laplace.u_map)
+        return u_min + d + 6.0 * np.sqrt(d) + 10.0
 
     def _sample(self, ctx):
         with ctx.phase("sample"):
