@@ -29,18 +29,20 @@ surrogate):
    tree of depth k), pooled over chains.  After each block V = (Laplace
    Gaussian) + (random-basis network) is fitted to the pooled values AND
    gradients (:func:`~fastsurrogate.surrogates.value_gradient.fit_value_gradient`),
-   the newest block held out; when its predicted correction acceptance on
+   the newest blocks held out; when its predicted correction acceptance on
    the held-out points reaches ``min_accept``, the chains switch to
-   surrogate-driven NUTS.  A failed fit is tried again only once the data
-   have doubled, so fitting costs a bounded share of a run whose V never
-   becomes good (which then stays exact NUTS, as it would have been).
+   surrogate-driven NUTS.  Fits are made only when the recorded points
+   have doubled since the last one, so a run makes O(log n) fits whatever
+   happens, and a run whose V never becomes good stays exact NUTS (as it
+   would have been) at the price of those few fits.
 3. Surrogate warm-up, monitored.  Step size (dual averaging of the inner
    trees' acceptance statistic, as Stan's) and metric (Stan's windows, the
    window's covariance shrunk toward the current metric) go on adapting.
    After each block a chain whose correction acceptance fell below
-   ``min_accept`` runs its next block exact and recorded; the pooled data
-   are then refitted, and the chain returns to V when the refit predicts
-   ``min_accept`` again.
+   ``min_accept`` runs its next block with exact NUTS, recorded, and then
+   returns to V; its points join the pooled data, and the refit that
+   doubling allows replaces V when it predicts better on the newest points
+   than the V in use (and at least ``min_accept``).
 4. Sampling.  Each chain keeps the kernel it ended the warm-up with (V, or
    exact NUTS when its last block was exact), time-homogeneous and exact:
    all adaptation (V, step size, metric, the switches) happens in the
@@ -61,7 +63,7 @@ import numpy as np
 from ..core._hmc import Chain
 from ..core._potential import RecordingPotential
 from ..surrogates.laplace import laplace_approximation
-from ..surrogates.value_gradient import fit_value_gradient
+from ..surrogates.value_gradient import fit_value_gradient, predicted_acceptance
 from ..surrogates._network import RandomNetwork
 from ._base import warmup_windows, regularized_metric, check_int, check_number
 from .rns_hmc import surrogate_seed
@@ -185,7 +187,6 @@ class _ChainState:
         self.blocks = []            # (Q, G, U) of each exact block, oldest first
         self.gradient_calls = 0     # exact U-and-gradient calls (through the recorder)
         self.value_calls = 0        # exact U-only calls (corrections, restarts)
-        self.flagged = False        # its correction acceptance fell below min_accept
         self.history = []           # (first row, end row, kernel, mean acceptance)
         self.n_new = 0              # blocks added since the last fit
 
@@ -354,7 +355,7 @@ class SurrogateNUTS:
         ctx.chain.start_adaptation(self.sampler.target_accept)
 
     def _decide(self, run, a, b):
-        """After rows a..b of every chain: watch, fit, switch."""
+        """After rows a..b of every chain: watch each chain, then fit."""
         pol = self.policy
         new_data = False
         for ctx in run.ctxs:
@@ -365,36 +366,48 @@ class SurrogateNUTS:
             if st.mode == "surrogate":
                 st.value_calls += int(tr["judge_evaluated"][a:b].sum())
                 if acc < pol.min_accept:
-                    st.flagged = True
-                    self._switch(ctx, "exact")
+                    self._switch(ctx, "exact")      # one exact block, recorded
             else:
                 new_data |= st.take_block()
-        flagged = any(c.policy_state.flagged for c in run.ctxs)
-        if not new_data:
+                if self.V is not None:
+                    self._switch(ctx, "surrogate")  # back to V after it
+        if new_data:
+            self._fit(run, b)
+
+    def _fit(self, run, row):
+        """Fit V to the pooled points when they have doubled since the last
+        fit (the first time: at once); keep it when it predicts
+        ``min_accept`` and beats the V in use on the same held-out points."""
+        n_recorded = sum(q.shape[0] for c in run.ctxs for q, _, _ in c.policy_state.blocks)
+        if n_recorded < 2 * self.n_at_last_try:
+            for c in run.ctxs:          # their blocks are training data next time
+                c.policy_state.n_new = 0
             return
+        self.n_at_last_try = n_recorded
         Q, G, U, held = self._pooled(run)
-        n = Q.shape[0]
-        if n < 8 or held.all():
+        if Q.shape[0] < 8 or held.all() or not held.any():
             return
-        if not flagged and n < 2 * self.n_at_last_try:
-            return           # a failed first fit is tried again when the data doubled
-        self.n_at_last_try = n
         base = None if self.laplace is None else self.laplace.potential
         with run.phase("fit"):
             try:
                 V, info = fit_value_gradient(
-                    Q, U, G, base=base, n_hidden=pol.n_hidden, held_out=held,
+                    Q, U, G, base=base, n_hidden=self.policy.n_hidden, held_out=held,
                     seed=surrogate_seed(run.ctxs[0].generator) + len(self.fits))
             except (ValueError, np.linalg.LinAlgError) as exc:
-                self.fits.append({"row": b, "n_points": n, "error": str(exc)})
+                self.fits.append({"row": row, "n_points": int(Q.shape[0]), "error": str(exc)})
                 return
-        info["row"] = b
+        info["row"] = row
+        if self.V is not None:
+            Qh, Uh = Q[held], U[held]
+            info["current_acceptance"] = predicted_acceptance(
+                Uh - np.array([self.V.value(q) for q in Qh]))
         self.fits.append(info)
-        if info["predicted_acceptance"] < pol.min_accept:
+        if info["predicted_acceptance"] < max(self.policy.min_accept,
+                                              info.get("current_acceptance", 0.0)):
             return
+        info["kept"] = True
         self.V, self.fit_info = V, info
         for ctx in run.ctxs:
-            ctx.policy_state.flagged = False
             self._switch(ctx, "surrogate")
 
     def _pooled(self, run):
@@ -491,9 +504,7 @@ class SurrogateNUTS:
             chains=chains, laplace_calls=lap,
             exact_gradient_calls=lap + sum(c["gradient_calls"] for c in chains),
             exact_value_calls=sum(c["value_calls"] for c in chains),
-            n_refits=max(sum(1 for f in self.fits
-                             if f.get("predicted_acceptance", 0) >= self.policy.min_accept) - 1,
-                         0))
+            n_refits=max(sum(1 for f in self.fits if f.get("kept")) - 1, 0))
         info["exact_calls"] = info["exact_gradient_calls"] + info["exact_value_calls"]
         total = sum(run.n_warmup + ctx.done.get("sample", 0) for ctx in run.ctxs)
         info["surrogate_share"] = (sum(c["surrogate_iterations"] for c in chains) / total

@@ -40,7 +40,7 @@ from ..core import _blas_threads
 __all__ = ["fit_value_gradient", "predicted_acceptance", "gaussian_base_terms"]
 
 #: input scales c tried (nodes see c W x, x whitened: pre-activations of sd ~c)
-INPUT_SCALES = (0.15, 0.3, 0.6, 1.2)
+INPUT_SCALES = (0.15, 0.4, 1.0)
 #: relative ridges tried (times the mean diagonal of the Gram matrix)
 RIDGES = (1e-7, 1e-5, 1e-3, 1e-1)
 
