@@ -31,8 +31,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     X, y, _ = fs.datasets.simulate_logistic(args.n, args.d, seed=0)
     model = fs.models.LogisticRegression(X, y, prior_sd=10.0)
-    opts = dict(no_regret=False,
-                n_hidden=args.n_hidden, step_size=0.045, n_steps=6, adapt=False, guard=None)
+    opts = dict(n_hidden=args.n_hidden, step_size=0.045, n_steps=6, adapt=False, guard=None)
     path = os.path.join(tempfile.mkdtemp(prefix="fs_ckcost_"), "ck.npz")
     kw = dict(chains=1, seed=1, progress=False)
     times = {"plain": [], "checkpoint": [], "resume": []}

@@ -95,7 +95,6 @@ def main():
         log("RNS-HMC on the cluster")
         t0 = time.perf_counter()
         out["RNS-HMC"] = (fs.sample(dist, method="rns-hmc", n_hidden=2000, training="states", guard=None,
-                                    no_regret=False,
                                     **common), time.perf_counter() - t0)
     lines += [f"N = {n}, d = {d}, step 0.045, L = 6 (random), s = 2000, {args.hmc_warmup} "
               f"warm-up (HMC) / {n_warmup} exploration (RNS-HMC) + {n_draws} kept iterations, 1 chain, "

@@ -156,12 +156,12 @@ def main():
                   adapt=False, metric="unit", progress=False)
     t0 = time.perf_counter()
     net = fs.sample(m, method="rns-hmc", n_hidden=1000, guard=None, n_warmup=1000, n_draws=10,
-                    seed=1, no_regret=False, **common).surrogate
+                    seed=1, **common).surrogate
     print(f"\nRNS-HMC network trained on 1000 exploration states ({time.perf_counter() - t0:.0f} s)")
     # the surrogate of `fastsurrogate reproduce rns-table1-pde` (Laplace base + a network on
     # a 12-d active subspace): the same s, its cost per iteration timed beside the paper's
     net_table = fs.sample(m, method="rns-hmc", n_hidden=1000, guard=None, n_warmup=1000,
-                          n_draws=10, seed=1, no_regret=False, base="laplace", subspace=12,
+                          n_draws=10, seed=1, base="laplace", subspace=12,
                           input_scale=0.1, ridge=1e-8, train_from=0, **common).surrogate
     targets = {"": m}
     if a.before:
@@ -174,8 +174,7 @@ def main():
                 if name == "RNS-HMC table" and tag:
                     continue
                 extra = ({} if name == "HMC" else
-                         dict(surrogate=net if name == "RNS-HMC" else net_table, guard=None,
-                              no_regret=False))
+                         dict(surrogate=net if name == "RNS-HMC" else net_table, guard=None))
                 res = fs.sample(model, method=name.split()[0].lower(), n_warmup=20,
                                 n_draws=a.iterations, seed=10 + rep, **common, **extra)
                 its[name + tag].append(res.seconds_per_iteration())

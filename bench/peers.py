@@ -77,8 +77,6 @@ def ours(model, method, q0, args, **kw):
     opts = dict(n_draws=args.draws, n_warmup=args.burn, chains=1, seed=args.seed, init=q0,
                 progress=False, step_size=STEP, n_steps=L, random_n_steps=False, adapt=False,
                 metric="unit")
-    if method != "hmc":
-        opts["no_regret"] = False       # the paper's algorithm at the paper's setting
     opts.update(kw)
     res = fs.sample(model, method=method, **opts)
     return res, res.sampling_seconds()

@@ -14,8 +14,8 @@
    standardised features "a9a-std", as in ``rns-table1``), the paper's
    settings (RNS-HMC paper, Table 1: 36x and 26x on the first two; its a9a
    figure is not quoted in this project's texts).
-   RNS-RMHMC runs the paper's algorithm (``no_regret=False``: the
-   surrogate chain whatever it is worth) after an exact exploration at the
+   RNS-RMHMC runs the paper's algorithm (the surrogate chain whatever it
+   is worth) after an exact exploration at the
    table's fixed step (NUTS, or HMC with the table's L: ``--explore``),
    with the table's network options, with the network alone (the paper's
    method) and with a Laplace base (``--bases``).
@@ -137,9 +137,7 @@ def main():
                          "or both")
     ap.add_argument("--explore", default="nuts", choices=("nuts", "hmc"),
                     help="RNS-RMHMC's exact exploration at the table's fixed step: NUTS "
-                         "(default; close to what the defaulted no-regret rule ran here "
-                         "before, NUTS with a last window half exact HMC) or the paper's "
-                         "HMC with the table's L")
+                         "(default) or the paper's HMC with the table's L")
     ap.add_argument("--overlap", default="auto",
                     help="RNS-RMHMC's overlap of the exact U with the next trajectory: auto, "
                          "on, off, or several (e.g. off,auto: each in one run; same draws)")
@@ -200,7 +198,7 @@ def main():
             r_rns = fs.sample(model, method="rns-rmhmc", training="states", n_draws=a.draws * 3, n_warmup=a.warmup,
                               chains=1, seed=3, progress=False, rm_step_size=eps, rm_n_steps=L,
                               step_size=heps, n_steps=hL, adapt=False, n_hidden=s, init=[qs],
-                              test_metric=tm, no_regret=False, explore=a.explore,
+                              test_metric=tm, explore=a.explore,
                               overlap={"on": True, "off": False}.get(ov, ov),
                               base=None if base == "none" else base, **opts)
             e2, s2 = min_ess_per_s(r_rns)

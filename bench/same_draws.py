@@ -22,24 +22,23 @@ def _cases():
     cov = np.array([[1.0, 0.8, 0.0], [0.8, 1.0, 0.3], [0.0, 0.3, 2.0]])
     gauss = fs.models.Gaussian(np.array([1.0, -1.0, 0.5]), cov)
     common = dict(progress=False, seed=11)
-    paper = dict(common, no_regret=False)    # the papers' algorithms: no wall-clock decision
     return {
         "hmc": lambda: fs.sample(logit, "hmc", 300, 300, chains=2, **common),
         "hmc-dense": lambda: fs.sample(gauss, "hmc", 300, 300, chains=2, metric="dense", **common),
-        "rns-hmc": lambda: fs.sample(logit, "rns-hmc", 300, 400, chains=2, n_hidden=100, **paper),
+        "rns-hmc": lambda: fs.sample(logit, "rns-hmc", 300, 400, chains=2, n_hidden=100, **common),
         "rns-hmc-da-laplace": lambda: fs.sample(logit, "rns-hmc", 300, 400, chains=1, n_hidden=100,
-                                                delayed_acceptance=True, base="laplace", **paper),
+                                                delayed_acceptance=True, base="laplace", **common),
         "rns-hmc-guard": lambda: fs.sample(logit, "rns-hmc", 400, 200, chains=1, n_hidden=5,
-                                           guard=0.99, guard_window=50, **paper),
+                                           guard=0.99, guard_window=50, **common),
         "arns-hmc": lambda: fs.sample(logit, "arns-hmc", 300, 300, chains=1, n_hidden=60,
-                                      n_start=100, **paper),
+                                      n_start=100, **common),
         "arns-hmc-stop": lambda: fs.sample(logit, "arns-hmc", 300, 300, chains=1, n_hidden=60,
-                                           n_start=100, max_points=200, **paper),
+                                           n_start=100, max_points=200, **common),
         "vhmc": lambda: fs.sample(gauss, "vhmc", 300, 300, chains=2, n_hidden=40, **common),
         "vhmc-auto-exact": lambda: fs.sample(gauss, "vhmc", 200, 400, chains=1, n_hidden=40,
                                              n_train="auto", exact=True, **common),
         "nnghmc": lambda: fs.sample(gauss, "nnghmc", 300, 400, chains=2, n_hidden=20,
-                                    n_steps=8, **paper),
+                                    n_steps=8, **common),
     }
 
 

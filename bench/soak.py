@@ -63,7 +63,7 @@ def main(argv=None):
 
     X, y, _ = fs.datasets.simulate_logistic(args.n, args.d, seed=0)
     model = fs.models.LogisticRegression(X, y, prior_sd=10.0)
-    opts = dict(no_regret=False, n_hidden=args.n_hidden, step_size=0.045, n_steps=6, adapt=False,
+    opts = dict(n_hidden=args.n_hidden, step_size=0.045, n_steps=6, adapt=False,
                 guard=None)
     folder = args.dir or tempfile.mkdtemp(prefix="fs_soak_")
     path = os.path.join(folder, "soak.npz")

@@ -76,7 +76,7 @@ def a9a(args):
     log("a9a: NUTS")
     runs["NUTS (exact)"] = timed(model, method="nuts", **common)
     log("a9a: RNS-HMC")
-    runs["RNS-HMC"] = timed(model, method="rns-hmc", no_regret=False, training="states", **rns, **common)
+    runs["RNS-HMC"] = timed(model, method="rns-hmc", training="states", **rns, **common)
     configs = [("RNS-HMC, transitions=4, inner=nuts", dict(transitions=4, inner="nuts")),
                ("RNS-HMC, transitions=auto, inner=nuts", dict(transitions="auto", inner="nuts")),
                ("RNS-HMC, transitions=auto, inner=hmc", dict(transitions="auto", inner="hmc")),
@@ -88,7 +88,7 @@ def a9a(args):
         if args.configs and not any(c in label for c in args.configs):
             continue
         log("a9a: " + label)
-        runs[label] = timed(model, method="rns-hmc", no_regret=False, training="states", **rns, **extra, **common)
+        runs[label] = timed(model, method="rns-hmc", training="states", **rns, **extra, **common)
     ref = runs["NUTS (exact)"]
     lines = [f"a9a-60d (raw projection), N = {X.shape[0]}, d = {model.dim}; "
              f"{args.warmup} warm-up + {args.draws} draws, 1 chain, seed {args.seed}",
@@ -113,13 +113,13 @@ def sim(args):
     fixed = dict(step_size=0.045, n_steps=6, random_n_steps=True, adapt=False)
     configs = [("HMC (exact, step 0.045, L = 6)", dict(method="hmc", **fixed)),
                ("NUTS (exact)", dict(method="nuts")),
-               ("RNS-HMC (s = 2000)", dict(method="rns-hmc", no_regret=False, training="states",
+               ("RNS-HMC (s = 2000)", dict(method="rns-hmc", training="states",
                                            n_hidden=2000, guard=None, **fixed)),
                ("RNS-HMC, transitions=auto, inner=hmc",
-                dict(method="rns-hmc", no_regret=False, training="states",
+                dict(method="rns-hmc", training="states",
                      n_hidden=2000, guard=None, transitions="auto", **fixed)),
                ("RNS-HMC, transitions=auto, inner=nuts",
-                dict(method="rns-hmc", no_regret=False, training="states",
+                dict(method="rns-hmc", training="states",
                      n_hidden=2000, guard=None, transitions="auto",
                      inner="nuts", **fixed))]
     runs = {label: [] for label, _ in configs}

@@ -99,7 +99,7 @@ def sample(potential, method="hmc", n_draws=1000, n_warmup=None, **kwargs):
         ``default_warmup`` (1000; 400 for ARNS-HMC).
     **kwargs
         Go to the sampler's constructor (e.g. ``step_size``, ``n_steps``,
-        ``n_hidden``, ``no_regret``) or to its ``sample`` method
+        ``n_hidden``) or to its ``sample`` method
         (``chains``, ``seed``, ``init``, ``progress``, ``keep_warmup``,
         ``checkpoint``, ``checkpoint_every``, ``resume``, ``executor``),
         whichever accepts them; an argument

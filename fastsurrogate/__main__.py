@@ -116,12 +116,12 @@ def demo(argv):
             # states and accepts 0.54 against HMC's 0.74 (0.8x).  With the
             # Laplace quadratic taken out first (base="laplace", not in the
             # paper) it only learns the remainder and accepts as HMC does.
-            res = sample(method="rns-hmc", no_regret=False,
+            res = sample(method="rns-hmc",
                          n_hidden=n_hidden, guard=None, input_scale=0.5,
                          base="laplace", **common)
             rows.append(_row(f"RNS-HMC (s = {n_hidden}, Laplace base)", res, base)[0])
         else:
-            res = sample(method="rns-hmc", no_regret=False, n_hidden=n_hidden, guard=None, **common)
+            res = sample(method="rns-hmc", n_hidden=n_hidden, guard=None, **common)
             rows.append(_row(f"RNS-HMC (s = {n_hidden})", res, base)[0])
     if "arns-hmc" in methods and args.quick and args.methods_given is None:
         notes.append("ARNS-HMC: left to the full demo (it learns online from 200 points for "
@@ -130,12 +130,12 @@ def demo(argv):
     elif "arns-hmc" in methods:
         # ARNS-HMC learns online for its first ~2500 iterations: give it at least 3000
         arns = dict(common, n_draws=max(n_draws, 2000 if args.quick else 3000))
-        res = sample(method="arns-hmc", no_regret=False, training="states", n_hidden=n_hidden,
+        res = sample(method="arns-hmc", training="states", n_hidden=n_hidden,
                      n_start=200, **arns)
         rows.append(_row(f"ARNS-HMC (s = {n_hidden}, from 200 points, "
                          f"{arns['n_draws']} draws)", res, base)[0])
     if "nnghmc" in methods:
-        res = sample(method="nnghmc", no_regret=False, n_hidden=100, **common)
+        res = sample(method="nnghmc", n_hidden=100, **common)
         rows.append(_row("NNgHMC (h = 100)", res, base)[0])
         ev = [e for e in res.info.get("events", []) if e.get("event") == "switch"]
         notes.append("NNgHMC: " + (f"switched to the network at iteration {ev[0]['iteration']}"

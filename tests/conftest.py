@@ -16,19 +16,6 @@ def _data_dir():
     return here.parent / "shared" / "data"
 
 
-@pytest.fixture(autouse=True)
-def _paper_algorithms(request, monkeypatch):
-    """The surrogate samplers' default ``no_regret=None`` turns the no-regret
-    rule on, and the rule decides on measured wall-clock time, so whether a
-    test's chain switches to the surrogate would depend on the machine's load.
-    Tests of the papers' algorithms therefore run with the rule off (what
-    ``no_regret=False`` gives); tests marked ``no_regret_default`` run the
-    shipped default."""
-    if request.node.get_closest_marker("no_regret_default") is None:
-        from fastsurrogate.samplers import _noregret
-        monkeypatch.setattr(_noregret, "DEFAULT", False)
-
-
 @pytest.fixture(scope="session")
 def data_dir():
     d = _data_dir()

@@ -58,7 +58,7 @@ def potential(calls):
 
 SAMPLERS = {
     "hmc": (fs.HMC, dict(n_steps=5), 200, 150),
-    "nuts": (fs.NUTS, dict(max_tree_depth=5), 150, 100),
+    "nuts": (fs.NUTS, dict(max_tree_depth=5, surrogate=False), 150, 100),
     "rns-hmc": (fs.RNSHMC, dict(n_hidden=30, n_steps=5, guard=0.5, guard_window=40), 150, 150),
     # the exploration's trajectory points, recorded and decimated (capacity
     # 20 per chain at d = 3; 75 x 5 points each)
@@ -276,8 +276,6 @@ def test_a_short_run_still_writes_its_checkpoint(tmp_path):
 def test_bad_checkpoint_arguments():
     with pytest.raises(ValueError, match="not available"):
         fs.RMHMC(MODEL).sample(10, 30, checkpoint="x.npz")
-    with pytest.raises(ValueError, match="no_regret"):
-        fs.RNSHMC(MODEL, no_regret=True).sample(10, 30, checkpoint="x.npz")
     with pytest.raises(ValueError, match="checkpoint=path"):
         fs.HMC(MODEL).sample(10, 30, checkpoint_every=5)
     with pytest.raises(ValueError, match="does not exist"):

@@ -343,7 +343,7 @@ def test_fs_sample_takes_the_sampler_s_default_warm_up():
     does (ARNS-HMC's 400), not a fixed 1000."""
     m = fs.models.StandardNormal(2)
     kw = dict(chains=1, seed=1, progress=False)
-    res = fs.sample(m, "arns-hmc", 5, no_regret=False, n_hidden=20, **kw)
+    res = fs.sample(m, "arns-hmc", 5, n_hidden=20, **kw)
     assert fs.ARNSHMC.default_warmup == 400 and res.warmup_draws.shape[1] == 400
     assert fs.sample(m, "hmc", 5, **kw).warmup_draws.shape[1] == fs.HMC.default_warmup == 1000
 

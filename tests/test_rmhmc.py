@@ -813,7 +813,7 @@ def test_auto_steps_make_iterations_nearly_independent():
     assert auto_rm_steps(np.pi / 65) == 3 and auto_rm_steps(1e-6) == 3   # a poor metric
     # RNS-RMHMC: the Riemannian chain's L from its adapted step
     rns = fs.sample(m, method="rns-rmhmc", n_draws=50, n_warmup=300, chains=1, seed=2,
-                    progress=False, n_hidden=200, no_regret=False)
+                    progress=False, n_hidden=200)
     assert rns.info["rm_n_steps"] == [auto_rm_steps(rns.info["rm_step_size"][0])]
     assert rns.stats["n_steps"].max() <= rns.info["rm_n_steps"][0]
 

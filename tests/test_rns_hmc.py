@@ -217,7 +217,7 @@ def test_few_training_points_for_the_dimension_warn():
     # after train_from (half of n_warmup by default)
     X, y, _ = fs.datasets.simulate_logistic(2000, 20, seed=0)
     m = fs.models.LogisticRegression(X, y)
-    kw = dict(n_draws=20, chains=1, seed=1, progress=False, no_regret=False, n_hidden=200)
+    kw = dict(n_draws=20, chains=1, seed=1, progress=False, n_hidden=200)
     with pytest.warns(UserWarning, match="100 training points, fewer than the 231 coefficients"):
         res = fs.sample(m, method="rns-hmc", n_warmup=200, training="states", **kw)
     assert res.info["n_train"] == 100
@@ -247,7 +247,7 @@ def test_trajectory_training_fits_what_too_few_states_cannot():
     # off; fitted to the points of their trajectories it is close
     X, y, _ = fs.datasets.simulate_logistic(5000, 20, seed=2)
     m = fs.models.LogisticRegression(X, y, prior_sd=10.0)
-    kw = dict(n_draws=300, n_warmup=320, chains=1, seed=3, progress=False, no_regret=False,
+    kw = dict(n_draws=300, n_warmup=320, chains=1, seed=3, progress=False,
               explore="nuts", guard=None, train_from=0.5)
     with pytest.warns(UserWarning, match="160 training points"):
         states = fs.sample(m, method="rns-hmc", training="states", **kw)
@@ -276,7 +276,7 @@ def test_auto_training_takes_the_states_when_they_are_enough():
     # training on the states, bit for bit, with no recorder in the chain
     X, y, _ = fs.datasets.simulate_logistic(500, 3, seed=2)
     m = fs.models.LogisticRegression(X, y, prior_sd=10.0)
-    kw = dict(n_draws=100, n_warmup=200, chains=2, seed=3, progress=False, no_regret=False,
+    kw = dict(n_draws=100, n_warmup=200, chains=2, seed=3, progress=False,
               n_hidden=50)
     a = fs.sample(m, method="rns-hmc", **kw)
     b = fs.sample(m, method="rns-hmc", training="states", **kw)
@@ -315,7 +315,7 @@ def test_arns_online_layer_starts_from_the_batch_fit(monkeypatch):
     for scale in (0.5, 0.05):
         seen.clear()
         res = fs.sample(m, method="arns-hmc", n_draws=20, n_warmup=300, chains=1, seed=4,
-                        progress=False, no_regret=False, n_hidden=300, n_start=2,
+                        progress=False, n_hidden=300, n_start=2,
                         max_points=2, input_scale=scale, training="trajectory")
         assert res.info["training_set"][0]["kind"] == "trajectory"
         assert res.info["adaptation_stopped"] == [0]
@@ -351,7 +351,7 @@ def test_arns_starts_from_trajectory_points_when_states_are_few():
     # trajectory points, which fit U's gradient far better
     X, y, _ = fs.datasets.simulate_logistic(5000, 20, seed=2)
     m = fs.models.LogisticRegression(X, y, prior_sd=10.0)
-    kw = dict(n_draws=300, n_warmup=400, chains=2, seed=3, progress=False, no_regret=False,
+    kw = dict(n_draws=300, n_warmup=400, chains=2, seed=3, progress=False,
               explore="nuts", n_hidden=400, max_points=200)
     states = fs.sample(m, method="arns-hmc", training="states", **kw)
     traj = fs.sample(m, method="arns-hmc", **kw)

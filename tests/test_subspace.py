@@ -99,7 +99,7 @@ def test_rnshmc_subspace_is_exact_and_records_the_subspace(logistic):
     model, ref = logistic
     res = fs.sample(model, method="rns-hmc", n_draws=3000, n_warmup=800, chains=2, seed=9,
                     n_hidden=200, base="laplace", subspace=3, subspace_points=300,
-                    no_regret=False, progress=False)
+                    progress=False)
     info = res.info["subspace"]
     assert info["k"] == 3 and info["used"] and info["n_gradients"] == 300
     assert info["eigenvalues"].shape == (6,) and np.all(np.diff(info["eigenvalues"]) <= 0)
@@ -116,7 +116,7 @@ def test_rnshmc_subspace_is_exact_and_records_the_subspace(logistic):
 
 def test_rnshmc_subspace_equal_to_dim_is_the_plain_network():
     target = fs.models.Gaussian(np.zeros(3), np.eye(3))
-    kw = dict(n_draws=50, n_warmup=100, chains=1, seed=3, n_hidden=20, no_regret=False,
+    kw = dict(n_draws=50, n_warmup=100, chains=1, seed=3, n_hidden=20,
               progress=False, standardize="whiten")
     a = fs.sample(target, method="rns-hmc", subspace=3, **kw)
     b = fs.sample(target, method="rns-hmc", **kw)

@@ -145,7 +145,7 @@ def run(args):
                             metric="unit", adapt=True, target_accept=0.8, **base)
     eps = float(np.asarray(runs["HMC"].stats["step_size"]).ravel()[-1])
     log(f"  NNgHMC: step {eps:.4g} ...")
-    runs["NNgHMC"] = fs.sample(model, method="nnghmc", no_regret=False,
+    runs["NNgHMC"] = fs.sample(model, method="nnghmc",
                                n_warmup=B + args.trainings * E, burn_in=B, train_start=B + E,
                                train_every=E, trial_length=50, switch_fraction=0.9,
                                n_hidden=args.n_hidden, blocks=1, max_train=args.max_train,

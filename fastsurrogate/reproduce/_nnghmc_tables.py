@@ -105,7 +105,7 @@ def run(name, quick, threads, seed, steps):
     hmc = fs.sample(model, method="hmc", n_warmup=B, **common)
     t_hmc = time.perf_counter() - t0
     t0 = time.perf_counter()
-    nng = fs.sample(model, method="nnghmc", no_regret=False,
+    nng = fs.sample(model, method="nnghmc",
                     n_warmup=B + 3 * E, burn_in=B, train_start=B + E,
                     train_every=E, trial_length=50, switch_fraction=0.9,
                     n_hidden=cfg["n_hidden"], blocks=cfg["blocks"],

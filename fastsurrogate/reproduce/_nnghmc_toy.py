@@ -63,7 +63,7 @@ def run(name, seed, n_warmup, n_draws):
     common = dict(n_draws=n_draws, n_warmup=n_warmup, chains=4, seed=seed, init=mode(model),
                   adapt=False, metric="unit", random_n_steps=True, progress=False, **cfg)
     out = {"HMC": fs.sample(model, method="hmc", **common),
-           "NNgHMC": fs.sample(model, method="nnghmc", no_regret=False,
+           "NNgHMC": fs.sample(model, method="nnghmc",
                                n_hidden=N_HIDDEN, **common)}
     return model, cfg, out
 

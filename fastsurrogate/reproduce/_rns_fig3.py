@@ -33,7 +33,7 @@ Target: N(0, S) in 32 dimensions, S = 0.01 I + 0.99 u u^T, u = (1,...,1)/sqrt(32
    at least twice the training size, away from the interpolation peak at s ~ N
    where the ridge least squares is ill-conditioned) and an RBF random network
    (all training points as centres, s = N capped at 2000).
-4. Each surrogate drives ``fs.RNSHMC(target, no_regret=False, surrogate=..., guard=None,
+4. Each surrogate drives ``fs.RNSHMC(target, surrogate=..., guard=None,
    adapt=False)`` with the same step size and L as the exact baseline; the
    Metropolis test uses the exact U, so all chains target the exact Gaussian.
    Reported: acceptance (mean acceptance probability), min over the 32
@@ -180,7 +180,7 @@ def reproduce(args):
         Q, U = Qpool[:N], Upool[:N]
         for method, size, pot, t_fit, gp in fit_surrogates(Q, U, N, args, args.seed + 3):
             gerr = grad_error(pot, target, Qtest)
-            res = fs.RNSHMC(target, no_regret=False,
+            res = fs.RNSHMC(target,
                             surrogate=pot, guard=None, **hmc_kw).sample(n_draws, 0, **run_kw)
             st = chain_stats(res)
             extra = ""
@@ -202,7 +202,7 @@ def reproduce(args):
         f"(pilot: {pilot.n_draws} draws, min Geyer ESS {pilot_ess:.0f}); nested sets of N; "
         f"{args.n_test} disjoint held-out states for the gradient error",
         f"- every sampling run: {n_draws} iterations, no warm-up, started at a held-out state, "
-        f"same seed; `fs.RNSHMC(target, no_regret=False, surrogate=..., guard=None, adapt=False)`",
+        f"same seed; `fs.RNSHMC(target, surrogate=..., guard=None, adapt=False)`",
         f"- GP / FITC: isotropic SE kernel, hyper-parameters by maximum marginal likelihood "
         f"(l = fitted length scale in standardised units, it = L-BFGS-B iterations); FITC with min({args.fitc_inducing}, N) "
         f"inducing points; softplus network s = "

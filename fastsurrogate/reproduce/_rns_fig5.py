@@ -84,7 +84,7 @@ def reproduce(args):
         for s in args.hidden:
             net = fs.surrogates.train_random_network(Q[idx], U[idx], n_hidden=s,
                                                      activation="softplus", seed=args.seed + 3)
-            res = fs.RNSHMC(model, no_regret=False, surrogate=net, guard=None, **hmc_kw).sample(
+            res = fs.RNSHMC(model, surrogate=net, guard=None, **hmc_kw).sample(
                 args.draws, 0, chains=1, seed=args.seed + 2, init=q0, progress=False)
             acc = float(np.mean(res.acceptance_rate))
             cells.append(f"{acc:.3f}")

@@ -27,7 +27,7 @@ identity metric, no adaptation.
 Every chain starts at the MAP (L-BFGS; not counted in the time) and runs
 ``--explore`` exact-HMC iterations (HMC: its burn-in; RNS-HMC: its
 exploration, whose states after the first 20 % train the network, the
-paper's Algorithm 3 with ``no_regret=False`` and no guard), then draws.  R
+paper's Algorithm 3 with no guard), then draws.  R
 independent chains per method (seeds ``seed + 7919 r``; chain r of HMC and
 of RNS-HMC share a seed, so their exploration chains coincide), each RNS-HMC
 chain training its own network.  The REM at budget b uses every state done
@@ -144,7 +144,7 @@ def hmc_sampler(model, cfg):
 
 
 def rns_sampler(model, cfg):
-    return fs.RNSHMC(model, no_regret=False, guard=None, training="states", n_hidden=cfg["n_hidden"],
+    return fs.RNSHMC(model, guard=None, training="states", n_hidden=cfg["n_hidden"],
                      step_size=cfg["step_size"], n_steps=cfg["n_steps"], random_n_steps=True,
                      metric="unit", adapt=False, **cfg.get("surrogate", {}))
 

@@ -30,15 +30,14 @@ others.
 2. Exact HMC: ``fs.HMC`` with ``n_warmup`` = the exploration length (the same
    500 exact iterations ARNS explores with) and enough draws to fill the
    largest budget.
-3. ARNS-HMC: ``fs.ARNSHMC(model, no_regret=False, n_start=200, ...)`` with
+3. ARNS-HMC: ``fs.ARNSHMC(model, n_start=200, ...)`` with
    ``n_warmup`` = the exploration length (500 exact iterations; the surrogate
    starts from the last 200 of them), then surrogate-driven sampling with the
    exact Metropolis test and online updates.  With the same seed and start,
    its exploration chain is identical to HMC's burn-in.
 4. RNS-HMC (new; ``--rns-explore``, default 2000 exact exploration
-   iterations, 0 leaves it out): the paper's Algorithm 3 (``no_regret=False``,
-   no guard), its network trained once on the exploration states after the
-   first 20 %.
+   iterations, 0 leaves it out): the paper's Algorithm 3 (no guard), its
+   network trained once on the exploration states after the first 20 %.
 5. (a) Acceptance (mean acceptance probability) in windows of 250 iterations
    after the exploration, ARNS and RNS-HMC next to HMC, and the first window
    whose ARNS acceptance reaches 90% of HMC's mean acceptance.  Bar: within
@@ -135,7 +134,7 @@ def make_hmc(model, args):
 
 
 def make_arns(model, args):
-    return fs.ARNSHMC(model, no_regret=False, training="states",
+    return fs.ARNSHMC(model, training="states",
                       n_start=args.n_start, n_hidden=args.n_hidden, step_size=args.step,
                       n_steps=args.n_steps, random_n_steps=True, metric="unit", adapt=False,
                       update_every=args.update_every, max_points=args.max_points,
@@ -240,7 +239,7 @@ def _problem_args(name, args):
 
 
 def make_rns(model, args):
-    return fs.RNSHMC(model, no_regret=False, guard=None, training="states", n_hidden=args.n_hidden,
+    return fs.RNSHMC(model, guard=None, training="states", n_hidden=args.n_hidden,
                      step_size=args.step, n_steps=args.n_steps, random_n_steps=True,
                      metric="unit", adapt=False, **args.rns_options)
 
@@ -391,7 +390,7 @@ def _one_problem(name, args, budgets):
          f"{args.update_every}, switch probability t^-0.5, online updates "
          + (f"stop after {args.max_points} points (at iteration "
             f"{arns.info['adaptation_stopped'][0]})" if args.max_points else "for the whole run"),
-         (f"- RNS-HMC (Algorithm 3, no_regret=False, no guard): {args.rns_explore} exact "
+         (f"- RNS-HMC (Algorithm 3, no guard): {args.rns_explore} exact "
           f"exploration iterations, the network (s = {args.n_hidden}"
           + _options_text(args.rns_options)
           + f") trained once on the states after the first 20 %: exploration "

@@ -104,18 +104,18 @@ def run(name, quick, threads, seed):
     out = {}
     out["HMC"] = fs.sample(model, method="hmc", **common)
     sur = SURROGATE.get(name, {})
-    out["RNS-HMC"] = fs.sample(model, method="rns-hmc", no_regret=False, training="states",
+    out["RNS-HMC"] = fs.sample(model, method="rns-hmc", training="states",
                                n_hidden=cfg["n_hidden"], guard=None,
                                **sur, **common)
     if not quick:
-        out["RNS-HMC+DA"] = fs.sample(model, method="rns-hmc", no_regret=False, training="states",
+        out["RNS-HMC+DA"] = fs.sample(model, method="rns-hmc", training="states",
                                       n_hidden=cfg["n_hidden"],
                                       guard=None, delayed_acceptance=True, **sur, **common)
     for label, opts in ({} if quick else EXTRA.get(name, {})).items():
-        out[label] = fs.sample(model, method="rns-hmc", no_regret=False, training="states",
+        out[label] = fs.sample(model, method="rns-hmc", training="states",
                                n_hidden=cfg["n_hidden"], guard=None,
                                **opts, **common)
-    out["ARNS-HMC"] = fs.sample(model, method="arns-hmc", no_regret=False, training="states",
+    out["ARNS-HMC"] = fs.sample(model, method="arns-hmc", training="states",
                                 n_hidden=cfg["n_hidden"],
                                 n_start=200, **ARNS.get(name, {}), **common)
     return X.shape, cfg, out

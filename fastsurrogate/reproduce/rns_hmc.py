@@ -211,7 +211,7 @@ def pde_reproduce(args):
     log(f"  PDE: RNS-HMC, s = {args.n_hidden} ...")
     rns_name = f"RNS-HMC (s = {args.n_hidden})"
     sopts = _surrogate_options(args)
-    runs[rns_name] = fs.sample(model, method="rns-hmc", no_regret=False, training="states",
+    runs[rns_name] = fs.sample(model, method="rns-hmc", training="states",
                                n_hidden=args.n_hidden, guard=None, **sopts,
                                **common)
     rm_steps, rns_rm_steps = getattr(args, "rm_steps", 6), getattr(args, "rns_rm_steps", 6)
@@ -225,7 +225,7 @@ def pde_reproduce(args):
     if rns_rm_steps > 0:
         log(f"  PDE: RNS-RMHMC, s = {args.n_hidden} ...")
         runs[f"RNS-RMHMC (s = {args.n_hidden})"] = fs.sample(
-            model, method="rns-rmhmc", no_regret=False, training="states", n_hidden=args.n_hidden,
+            model, method="rns-rmhmc", training="states", n_hidden=args.n_hidden,
             diagonal_metric=True, rm_step_size=rns_rm_step, rm_n_steps=rns_rm_steps, **sopts,
             **{k: v for k, v in common.items() if k != "metric"})
     elapsed = time.perf_counter() - t0

@@ -408,7 +408,7 @@ class Run:
         self.progress = progress
         self.keep_warmup = keep_warmup
         self.stop = np.zeros(1, dtype=np.int32)
-        self.t_start = time.perf_counter()      # the no-regret rule's "seconds paid so far"
+        self.t_start = time.perf_counter()      # the whole run's wall clock (timings["total"])
         self.ctxs = [ChainContext(self, k, g) for k, g in enumerate(generators)]
         self.info = {}
         self.surrogate = None
@@ -539,6 +539,7 @@ class Run:
         for c in self.ctxs:
             for k, v in c.timings.items():
                 timings[k] = max(timings.get(k, 0.0), v)
+        timings["total"] = time.perf_counter() - self.t_start
         chains = [c.chain for c in self.ctxs]
         return Result(
             draws=draws, stats=stats, method=sampler.method, potential=self.potential,
@@ -675,11 +676,9 @@ class Sampler:
         n_draws = check_int("n_draws", n_draws, 0)
         n_warmup = check_int("n_warmup", self.default_warmup if n_warmup is None else n_warmup, 0)
         chains = check_int("chains", self.default_chains if chains is None else chains, 1)
-        from ._noregret import paper_algorithm_for_checkpoints
-        with paper_algorithm_for_checkpoints(self, checkpoint is not None or resume is not None):
-            self.check_sizes(n_draws, n_warmup)     # of the algorithm that runs
-            return self._sample(n_draws, n_warmup, chains, seed, init, progress, keep_warmup,
-                                checkpoint, checkpoint_every, resume, executor)
+        self.check_sizes(n_draws, n_warmup)
+        return self._sample(n_draws, n_warmup, chains, seed, init, progress, keep_warmup,
+                            checkpoint, checkpoint_every, resume, executor)
 
     def _sample(self, n_draws, n_warmup, chains, seed, init, progress, keep_warmup,
                 checkpoint, checkpoint_every, resume, executor):
@@ -707,6 +706,8 @@ class Sampler:
         self._run_phases(run)
         res = run.result()
         warn_if_interrupted(run, res, n_draws, n_warmup)
+        if progress and res.surrogate_report() is not None:
+            print(res.report_line(), file=sys.stderr, flush=True)
         if run.error is not None:
             run.error.result = res
             raise run.error

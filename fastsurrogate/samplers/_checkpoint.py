@@ -45,7 +45,6 @@ spans, at every span end; everything at the snapshot).  Python work that a
 replayed span's pause asks for (a batch re-solve) is skipped when
 ``ctx.replayed``: the snapshot's full state replaces its result.
 
-Decisions made on wall-clock time (``no_regret``) cannot be replayed, and
 RMHMC / SG chains have no saved state yet: those runs are refused with a
 ValueError (``Sampler.checkpoint_support``).
 """

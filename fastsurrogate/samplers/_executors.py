@@ -2,7 +2,7 @@
 
 ``sample(..., executor=ex)`` hands every per-chain phase of a run (the
 ``worker(ctx)`` calls of :meth:`Run.each_chain`: warm-up, exploration,
-sampling, trials) to ``ex``:
+sampling) to ``ex``:
 
 - a :class:`concurrent.futures.ThreadPoolExecutor`: the workers run in this
   process on the caller's threads (exactly as the default threads do);
@@ -13,11 +13,11 @@ sampling, trials) to ``ex``:
   it, and the state comes back and replaces the local one.
 
 Everything between the per-chain phases stays in the calling process: the
-pooled training, the no-regret decisions, the Result.  What runs where:
+pooled training, the Result.  What runs where:
 
 - HMC, NUTS: each chain's warm-up and sampling run on the executor;
-- RNS-HMC: each chain's exploration, no-regret trial and exploitation (with
-  its guard retraining) on the executor; the network fitted to the pooled
+- RNS-HMC: each chain's exploration and exploitation (with its guard
+  retraining) on the executor; the network fitted to the pooled
   exploration states is trained once here and shipped to the chains;
 - VHMC: the Laplace approximation here; each chain's whole run (its online
   score-matching hook included) on the executor;

@@ -3,11 +3,11 @@
 
 Phases (per chain)
 ------------------
-1. explore: exact NUTS (under the no-regret rule, the default) or HMC (the
-   paper's, ``no_regret=False``) for ``n_warmup`` iterations (adaptation in
-   the first half when ``adapt``); its last ``n_start`` states start the surrogate
-   (or, when they are too few for the network, every point its
-   trajectories evaluated from ``train_from`` on: ``training``).
+1. explore: exact HMC (the paper's; or NUTS, ``explore="nuts"``) for
+   ``n_warmup`` iterations (adaptation in the first half when ``adapt``);
+   its last ``n_start`` states start the surrogate (or, when they are too
+   few for the network, every point its trajectories evaluated from
+   ``train_from`` on: ``training``).
 2. start: a random-basis network is fitted to those points; a Greville
    trainer (fastsurrogate.surrogates._online) holds the pseudo-inverse state of the
    output layer, with a constant feature for the output bias.
@@ -30,15 +30,13 @@ import time
 
 import numpy as np
 
-from ..core._hmc import new_trace
 from ..core._blas_threads import blas_threads
-from ..surrogates._online import OnlineLayerHook, SMWTrainer
-from ..surrogates.online import OnlineOutputLayer, centred_rows, with_bias, set_output_weights
+from ..surrogates._online import OnlineLayerHook
+from ..surrogates.online import OnlineOutputLayer, centred_rows, set_output_weights
 from ..surrogates.random_network import train_random_network
 from ._base import check_int, check_int_or_auto, check_number, refuse_options
 from .rns_hmc import (RNSHMC, quadratic_count, recorder_capacity, surrogate_seed,
                       trajectory_points)
-from . import _noregret
 
 __all__ = ["ARNSHMC"]
 
@@ -72,9 +70,7 @@ class ARNSHMC(RNSHMC):
         penalty let one chain's recursion blow up on posteriordb's garch11,
         d = 4).  On Bank Marketing's trajectory points the larger penalty
         raised the network's RMSE on its start points from 0.048 (the
-        batch fit) to 2.0 and ARNS-HMC failed its no-regret trial; with the
-        batch fit's it switched (3.2x and 3.6x NUTS's whole-run min ESS/s,
-        500 + 500, seeds 1, 2).  If an update still breaks down
+        batch fit) to 2.0.  If an update still breaks down
         numerically, the output layer is re-solved in batch from every point
         seen.
     resync_every : int
@@ -108,28 +104,22 @@ class ARNSHMC(RNSHMC):
         ``n_start`` is below that count (d >= 19 with the default 200),
         else the states.  Measured on the simulated logistic regression
         (N = 100000, d = 50, 1000 warm-up + 5000 draws, defaults): started
-        from 200 states, the network accepted 0.04 in the no-regret trial
-        and the run fell back (0.93x NUTS's whole-run min ESS/s); from 2964
-        trajectory points with s = 1989 it accepted 0.79 and the run
-        switched (1.52x).  ``info["training_set"]`` has one record per
+        from 200 states, the network's chain accepted 0.04; from 2964
+        trajectory points with s = 1989 it accepted 0.79.
+        ``info["training_set"]`` has one record per
         chain (kind and counts).  The online updates then add every
         proposal (``online_data``), as in the paper.
     n_hidden : int or "auto"
         Hidden units s.  "auto" (default): the paper's 1000 with a start
         set of states; with trajectory points RNS-HMC's :func:`auto_hidden`
         (1000 up to d = 35, then 1.5 (d + 1)(d + 2) / 2, at most 4000: 1989
-        at d = 50, where s = 1000 accepted 0.31 in the same trial).
+        at d = 50, where s = 1000 accepted 0.31).
     **options
-        activation, standardize, delayed_acceptance, no_regret, train_from,
-        trial_length, explore, ridge, input_scale, transitions, inner,
-        max_tree_depth, subspace_points and the HMC options, as for
-        :class:`RNSHMC` (``surrogate`` and the ``guard`` options are
-        refused: each chain trains its own network online).
-        With ``no_regret`` on (the default) each chain decides on its own: the cost
-        check after its exploration, then a trial of ``trial_length``
-        iterations with the start network (no online updates in it);
-        ``info["no_regret"]`` holds one record per chain and
-        ``info["fallback"]`` the reason and the chains that fell back.
+        activation, standardize, delayed_acceptance, train_from, explore,
+        ridge, input_scale, transitions, inner, max_tree_depth,
+        subspace_points and the HMC options, as for :class:`RNSHMC`
+        (``surrogate`` and the ``guard`` options are refused: each chain
+        trains its own network online).
     """
 
     method = "arns-hmc"
@@ -210,30 +200,15 @@ class ARNSHMC(RNSHMC):
         """
         run.start(proposals=self.online_data == "proposals")
         run.record_capacity = self._trajectory_capacity(run, self._train_start(run.n_warmup))
-        self._matched_n_steps = None
         seed = surrogate_seed(run.generators[0])
         for ctx in run.ctxs:
             ctx.net, ctx.trainer, ctx.switches, ctx.stopped, ctx.clock = None, None, [], None, []
-            ctx.no_regret, ctx.fallback = {}, None
 
         def chain(ctx):
             self.explore(ctx)
             ctx.start_set = self.start_set(ctx)
-            if self.no_regret:
-                exact = _noregret.choose_exact([ctx])
-                if exact is not None:
-                    ctx.no_regret["exact"] = exact
-            ctx.matched_n_steps = self._matched_steps([ctx])     # per chain: threads
-            if ctx.matched_n_steps:
-                ctx.no_regret["surrogate_n_steps"] = ctx.matched_n_steps
-            if self.no_regret:
-                record = self.chain_cost_check(ctx)
-                if record is not None:
-                    return self.chain_fall_back(ctx, record)
             with ctx.phase("train"):
                 self.start_surrogate(ctx, seed)
-            if self.no_regret and not self.chain_trial(ctx):
-                return self.chain_fall_back(ctx, _noregret.fallback_record(ctx.no_regret))
             with ctx.phase("sample"):
                 self.adapt_and_sample(ctx)
 
@@ -244,100 +219,8 @@ class ARNSHMC(RNSHMC):
         with blas_threads(1):
             run.each_chain(chain, run.n_warmup + run.n_draws, self.method)
 
-    # -- the no-regret decision, per chain (see fastsurrogate.samplers._noregret) ----
-    def chain_cost_check(self, ctx):
-        """Rule 1 on this chain's exploration: None, or the fallback record."""
-        nuts_steps = _noregret.exploration_steps([ctx]) or 1.0
-        net = _noregret.untrained_network("random", self.potential.dim, self.n_hidden,
-                                          self.activation)
-        record, ctx.no_regret["cost"] = _noregret.cost_check(
-            self.potential, net, ctx.chain.position, nuts_steps, self._surrogate_steps(ctx),
-            n_draws=ctx.run.n_draws, n_points=ctx.start_set[0].shape[0], s=self.n_hidden,
-            trial_length=self.trial_length, extra_seconds=self._update_seconds_untrained(net),
-            exact_name=getattr(ctx, "exact_name", "NUTS"))
-        return record
-
-    def chain_trial(self, ctx):
-        """Rule 2 with the start network (no online updates in the trial, so the
-        test is conservative: the updates only improve the surrogate); rounds
-        as for :meth:`RNSHMC.no_regret_trial`."""
-        n = self.trial_length
-        trial = new_trace(n * _noregret.MAX_TRIAL_ROUNDS, self.potential.dim)
-        exact, t_exact = _noregret.exact_sample([ctx])
-        rows = ctx.exact_rows[0]
-        explore_acc = float(ctx.warm["accept_prob"][rows].mean()) if rows.size else None
-        seconds = [0.0]
-        with ctx.phase("trial"):
-            update = self.update_seconds(ctx)
-
-        def run_round(r):
-            with ctx.phase("trial"):
-                t0 = time.perf_counter()
-                ctx.run_span(ctx.chain, trial, r * n, (r + 1) * n, "trial")
-                seconds[0] += time.perf_counter() - t0
-
-        def verdict(rounds):
-            m = rounds * n
-            return _noregret.trial_verdict(
-                exact, t_exact, trial["draws"][None, :m],
-                seconds[0] + m * update, float(trial["accept_prob"][:m].mean()), explore_acc,
-                paid_seconds=_noregret.paid_seconds(ctx.run), n_draws=ctx.run.n_draws,
-                exact_name=getattr(ctx, "exact_name", "NUTS"))
-
-        switch, measured = _noregret.run_trial(run_round, verdict)
-        measured.update(update_seconds_per_iteration=update)
-        ctx.no_regret["trial"] = measured
-        ctx.no_regret["switched"] = switch
-        return switch
-
-    def _update_seconds_untrained(self, net):
-        """Seconds per kept iteration of the online updates, before training:
-        a fresh trainer of the size ARNS-HMC will use (s + 1 outputs with the
-        bias, blocks of ``update_every``), fed the untrained network's
-        features.  Zero with ``max_points`` at most n_start (no updates) or
-        with Greville's recursion (``online_ridge=0``, not timed)."""
-        if (self.max_points is not None and self.max_points <= self.n_start) or \
-                self.online_ridge == 0:
-            return 0.0
-        Q = np.random.default_rng(0).standard_normal((self.update_every, self.potential.dim))
-        return _block_update_seconds(net, Q, self.n_hidden + 1, 1e-6)
-
-    def update_seconds(self, ctx):
-        """Seconds per kept iteration of the online updates (one block update
-        of the output layer per ``update_every`` iterations and one feature
-        row per iteration), timed on a copy of this chain's trainer.  The
-        trial runs the start network without updates (so its acceptance is
-        conservative) but the kept draws pay them: on posteriordb garch11 a
-        kept iteration cost 11x a trial iteration (s = 1000), and a switch
-        predicted at 1.13x NUTS's whole-run rate ended at 0.56x.  Zero when
-        ``max_points`` is already reached."""
-        if self.max_points is not None and ctx.trainer.n_seen >= self.max_points:
-            return 0.0
-        smw = ctx.trainer._smw
-        if smw is None:         # Greville's recursion (online_ridge=0): not timed
-            return 0.0
-        k = smw.dim                         # = update_every
-        Q = ctx.history[0][-k:]
-        if Q.shape[0] < k:
-            Q = np.resize(Q, (k, Q.shape[1]))
-        return _block_update_seconds(ctx.net, Q, smw.n_hidden, smw.ridge)
-
-    def chain_fall_back(self, ctx, record):
-        """This chain's kept draws from its exploration's exact chain, continued."""
-        ctx.fallback = record
-        ctx.no_regret["switched"] = False
-        record["metric_refit"] = self._draw_exact(ctx)
-
     def finish(self, run):
         ctxs = run.ctxs
-        if self.no_regret:
-            run.info["no_regret"] = [getattr(c, "no_regret", {}) for c in ctxs]
-            fell = [c.index for c in ctxs if getattr(c, "fallback", None) is not None]
-            if fell:
-                first = ctxs[fell[0]].fallback
-                run.info["fallback"] = {"reason": first["reason"], "chains": fell,
-                                        "measured": [ctxs[i].fallback["measured"] for i in fell],
-                                        "metric_refit": [ctxs[i].fallback.get("metric_refit") for i in fell]}
         run.info.update({
             "switch_iterations": [getattr(c, "switches", []) for c in ctxs],
             "n_seen": [c.trainer.n_seen if getattr(c, "trainer", None) else 0 for c in ctxs],
@@ -415,7 +298,7 @@ class ARNSHMC(RNSHMC):
         for obj in (net, ctx.trainer, ctx.trainer.trainer):    # saved with checkpoints
             ctx.track(obj)
         ctx.history = (Q, U)
-        ctx.chain = self._continue_chain(ctx.chain, net, ctx)
+        ctx.chain = self._continue_chain(ctx.chain, net)
 
     def adapt_and_sample(self, ctx):
         """Adapt-and-sample (Algorithm 4) for the kept draws.
@@ -492,14 +375,3 @@ def _span_errors(net, trace, start, stop, before):
     now = H @ np.asarray(net.output_weights) + float(net.out_bias) - U[ok]
     return (stop, float(np.sqrt(np.mean(held ** 2))), float(np.sqrt(np.mean(now ** 2))))
 
-
-def _block_update_seconds(net, Q, n_outputs, ridge):
-    """Seconds per iteration of ARNS-HMC's online updates: one SMW block
-    update with the k = len(Q) states' features (plus the bias column) on a
-    fresh trainer of n_outputs x k (the C trainers do not copy; the cost of
-    a block update does not depend on the state's values), over k."""
-    k = Q.shape[0]
-    trainer = SMWTrainer(n_outputs, k, ridge)
-    y = np.zeros(k)
-    return _noregret.seconds_per_run(lambda: trainer.update(with_bias(net.features(Q)), y),
-                                     budget=0.02, max_calls=20) / k

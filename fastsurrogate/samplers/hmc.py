@@ -75,13 +75,6 @@ class HMC(Sampler):
             return self.metric
         return None
 
-    def _exact_hmc_options(self):
-        """Chain options of this sampler's exact HMC (n_steps, random_n_steps,
-        max_energy_error): the surrogate samplers' no-regret window runs it
-        at NUTS's step size and metric (``_noregret.exact_windows``)."""
-        return {"n_steps": self.n_steps, "random_n_steps": self.random_n_steps,
-                "max_energy_error": self.max_energy_error}
-
     def make_chain(self, q0, generator, drive=None, judge=None, **kw):
         drive = self.potential if drive is None else drive
         judge = self.potential if judge is None else judge

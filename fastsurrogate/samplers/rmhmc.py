@@ -18,7 +18,6 @@ from ..surrogates._network import RandomNetwork
 from ._base import Sampler, check_int, check_int_or_auto, check_positive
 from ._base import check_flag, check_number, refuse_options
 from .rns_hmc import RNSHMC
-from . import _noregret
 
 __all__ = ["RMHMC", "RNSRMHMC", "as_metric"]
 
@@ -160,10 +159,10 @@ class RMHMC(Sampler):
 class RNSRMHMC(RNSHMC):
     """Random-network-surrogate RMHMC (RNS-HMC paper, section 3.4; exact).
 
-    Phases: explore (exact HMC, or NUTS under the no-regret rule; its
-    states train the network exactly as in :class:`RNSHMC`), train, adapt
-    (the Riemannian step size, dual averaging on the surrogate chain), the
-    no-regret trial (see ``no_regret``), exploit.  In the exploit
+    Phases: explore (exact HMC, the paper's, or NUTS with
+    ``explore="nuts"``; its states train the network exactly as in
+    :class:`RNSHMC`), train, adapt (the Riemannian step size, dual
+    averaging on the surrogate chain), exploit.  In the exploit
     phase the generalized leapfrog uses the network z for the gradient AND
     for the metric (SoftAbs of the Hessian of z, or of its diagonal with
     ``diagonal_metric``); the Metropolis test uses the exact U, with the
@@ -199,7 +198,7 @@ class RNSRMHMC(RNSHMC):
         (default): 3 while its step adapts, then :func:`auto_rm_steps`, as
         for :class:`RMHMC`; ``info["rm_n_steps"]`` lists each chain's.  On
         the simulated regression (N = 100000, d = 50, defaults otherwise,
-        rule off, 1500 kept draws; adapted step 0.40-0.44) min ESS was
+        1500 kept draws; adapted step 0.40-0.44) min ESS was
         192 with 3 steps, 1445 with 8 (auto gives 7) and 1307 with 12, at
         4.4, 6.1 and 7.9 ms per iteration: 5.5x the min ESS per second of
         3 steps at 8.
@@ -218,19 +217,6 @@ class RNSRMHMC(RNSHMC):
         RMHMC runs): min ESS/s 16.5x RMHMC's against 4.2x on the simulated
         regression (acceptance 0.84 against 0.83), 12.2x against 3.7x on
         Bank Marketing (0.84 against 0.70).
-    no_regret : bool or None
-        As for :class:`RNSHMC` (None: on).  The cost check runs before
-        training (on a lower bound of an RNS-RMHMC iteration: one exact U
-        and ``rm_n_steps`` network gradients), and the trial after it runs
-        the Riemannian chain itself, after its step-size adaptation; on a
-        switch the kept draws continue that chain, on a fallback the better
-        exact chain of the exploration.  Why it is on: a network whose
-        Hessian is off makes the adapted Riemannian step tiny and the chain
-        exact but stuck.  With the defaults (s = 1000) and the rule off,
-        min ESS was 1 in 500 draws on the simulated logistic regression
-        (N = 100000, d = 50), Bank Marketing and a9a-60d; with it all three
-        fell back to the exact sampler (README, "No-regret", item 7).
-        ``no_regret=False`` runs the paper's algorithm (HMC exploration).
     base : None, "laplace" or Gaussian
         As for :class:`RNSHMC`: the network is fitted to U - U0 and the
         leapfrog is driven by z + U0, with the metric SoftAbs of the Hessian
@@ -316,36 +302,18 @@ class RNSRMHMC(RNSHMC):
             raise ValueError(f'overlap must be "auto", True or False, got {overlap!r}')
         self.overlap = overlap if isinstance(overlap, str) else bool(overlap)
 
-    # RNSHMC.phases runs the algorithm (explore, the rule's cost check, train,
-    # trial, exploit); these hooks make its surrogate chain the Riemannian one.
+    # RNSHMC.phases runs the algorithm (explore, train, exploit); these hooks
+    # make its surrogate chain the Riemannian one.
     def _surrogate_ready(self, run, net):
         _metric_parts(net)     # a network, or a network plus a Gaussian base
         run.info.update(not_converged=0, rm_step_size=[], rm_n_steps=[])
 
-    def _surrogate_steps(self, ctx=None):
-        """Network gradients per iteration: the cost check's lower bound of an
-        RNS-RMHMC iteration (one exact U and these; the metric comes on top),
-        so a fallback there is safe and a pass is decided by the trial."""
-        return _noregret.steps_per_iteration(_start_steps(self.rm_n_steps), self.random_n_steps)
-
-    def _matched_steps(self, ctxs):
-        return None            # rm_n_steps is the Riemannian chain's, never matched to NUTS
-
     def _chains_parallel(self, net):
         return False
 
-    def no_regret_trial(self, run, net):
-        # the surrogate metric's BLAS calls on one thread (see exploit)
-        with blas_threads(1):
-            switch = super().no_regret_trial(run, net)
-        if not switch:         # the trial's chains are dropped: count them here
-            run.info["not_converged"] = sum(c.chain.n_not_converged for c in run.ctxs)
-        return switch
-
-    def trial_chain(self, ctx, net):
-        """The Riemannian surrogate chain, its step size adapted: the chain
-        the no-regret trial runs and the kept draws continue (called with
-        BLAS on one thread: no_regret_trial, exploit)."""
+    def surrogate_chain(self, ctx, net):
+        """The Riemannian surrogate chain, its step size adapted (called with
+        BLAS on one thread: exploit)."""
         chain = self._rm_chain(ctx, net)
         self._adapt_rm(ctx, chain)
         return chain
@@ -362,15 +330,13 @@ class RNSRMHMC(RNSHMC):
         return chain
 
     def exploit(self, ctx, net, Q, U, seed, base=None):
-        """The kept draws of the Riemannian surrogate chain: the trial's, or a
-        new one with its step adapted (rule off)."""
+        """The kept draws of the Riemannian surrogate chain, its step adapted first."""
         # the surrogate metric's BLAS calls are small (an s x d x d dgemm, a
         # d x d eigendecomposition): one thread, or OpenBLAS's pool spins
         # beside them (19 % of the exploit phase's CPU time on the simulated
         # regression) and slows them when another process holds a core
         with blas_threads(1):
-            if getattr(ctx, "trial", None) is None:
-                ctx.chain = self.trial_chain(ctx, net)
+            ctx.chain = self.surrogate_chain(ctx, net)
             with ctx.phase("sample"):
                 ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
         ctx.run.info["not_converged"] += ctx.chain.n_not_converged
@@ -396,11 +362,11 @@ AUTO_START_STEPS = 3      # "auto" steps while the step size adapts
 # at most AUTO_MAX_STEPS; and AUTO_START_STEPS when the quarter period would
 # need more than AUTO_HOPELESS_STEPS (a step below 0.05 in the metric's
 # units: a metric far from the posterior's precision, a poor network, whose
-# chain cannot move far whatever L).  Measured with the no-regret rule, 500
-# warm-up + 500 draws: Bank's network adapted 0.17 at 3 steps; 3 steps
-# then fell back (predicted 0.21x NUTS), 16 switched (4.26x NUTS, whole
-# run); the a9a-60d (raw) network adapted 0.014, and its trial at 16 steps
-# took 11.3 s against the exact window's 4.9 s before falling back.
+# chain cannot move far whatever L).  Measured, 500 warm-up + 500 draws:
+# Bank's network adapted 0.17 at 3 steps; with 3 steps its chain was
+# predicted at 0.21x NUTS's min ESS/s, with 16 it ran at 4.26x (whole run);
+# the a9a-60d (raw) network adapted 0.014, and a stretch of its chain at 16
+# steps took 11.3 s against 4.9 s for the exact sampler's.
 AUTO_MAX_STEPS = 16
 AUTO_HOPELESS_STEPS = 64
 

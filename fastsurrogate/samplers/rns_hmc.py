@@ -3,12 +3,11 @@ Zhao 2017, Algorithm 3), with an exact Metropolis test.
 
 Phases
 ------
-1. explore: exact NUTS (under the no-regret rule, the default) or HMC (the
-   paper's, ``no_regret=False``; warm-up adaptation first, when ``adapt``);
-   the states after the warming-up period, with their exact U, are the
-   training set (pooled over chains); when they are too few for the
-   dimension, every point their trajectories evaluated is
-   (``training="auto"``).
+1. explore: exact HMC (the paper's; or NUTS, ``explore="nuts"``; warm-up
+   adaptation first, when ``adapt``); the states after the warming-up
+   period, with their exact U, are the training set (pooled over chains);
+   when they are too few for the dimension, every point their trajectories
+   evaluated is (``training="auto"``).
 2. train: a random-basis network is fitted to (q, U(q)) by ridge least
    squares (Algorithm 2).
 3. exploit: the leapfrog uses the network's gradient; the Metropolis test
@@ -21,22 +20,19 @@ A guard watches the exploitation acceptance in windows: when it falls below
 on the data it has (``guard_action="retrain"``) or returns to exact HMC
 (``"exact"``); the result records every such event in ``info["guard_events"]``.
 """
-import time
-
 import warnings
 
 import numpy as np
 
-from ..core._hmc import Chain, new_trace
+from ..core._hmc import Chain
 from ..core._potential import RecordingPotential, WeightedSum
 from ..models._models import Gaussian
 from ..surrogates.laplace import laplace_approximation
 from ..surrogates.random_network import train_random_network
 from ..surrogates.subspace import active_subspace
 from ._base import check_int, check_positive, check_potential, check_tree_depth
-from ._base import check_flag, check_number, check_int_or_auto
+from ._base import check_explore, check_flag, check_number, check_int_or_auto
 from ._transitions import check_transitions, tune_transitions, transition_chain
-from . import _noregret
 from .hmc import HMC
 
 __all__ = ["RNSHMC", "surrogate_seed", "auto_hidden", "quadratic_count"]
@@ -61,6 +57,14 @@ def surrogate_seed(generator):
     ss = generator.bit_generator.seed_seq
     child = np.random.SeedSequence(entropy=ss.entropy, spawn_key=tuple(ss.spawn_key) + (2 ** 31,))
     return int(child.generate_state(1, np.uint64)[0])
+
+
+def explore_options(sampler):
+    """Chain options of a surrogate sampler's exact exploration (``explore``:
+    NUTS or HMC)."""
+    if sampler.explore_with == "nuts":
+        return {"algorithm": "nuts", "max_tree_depth": sampler.max_tree_depth}
+    return {}
 
 
 class RNSHMC(HMC):
@@ -172,36 +176,13 @@ class RNSHMC(HMC):
     inner : {"hmc", "nuts"}
         The kernel on V for ``transitions``: HMC with this sampler's
         ``n_steps`` / ``random_n_steps``, or NUTS (``max_tree_depth``).
-    explore : {"hmc", "nuts"} or None
-        The exact kernel of the exploration phase: NUTS (Stan's multinomial
-        NUTS; its step size then starts the exploitation) or HMC (the
-        paper's).  None (default): NUTS under the no-regret rule (the
-        default), HMC with ``no_regret=False``.
+    explore : {"hmc", "nuts"}
+        The exact kernel of the exploration phase: HMC (the paper's,
+        default) or NUTS (Stan's multinomial NUTS; its step size then starts
+        the exploitation).
     max_tree_depth : int
         NUTS (``inner`` or ``explore``): at most 2**max_tree_depth - 1
         leapfrog steps per transition.
-    no_regret : None or bool
-        The no-regret rule (:mod:`fastsurrogate.samplers._noregret`), on by
-        default (None: on, except in checkpointed runs, see below):
-        explore with exact NUTS (unless ``explore`` says otherwise), then
-        switch to the surrogate only when a cost check (before training) and
-        a trial of ``trial_length`` surrogate-driven iterations (after
-        training) measure it faster in min ESS per second than the better
-        exact sampler of the exploration's last, timed window (half NUTS,
-        half exact HMC at NUTS's step size and metric;
-        ``info["no_regret"]["exact"]``); otherwise keep drawing with that
-        exact chain (its metric re-estimated from the adaptation's last
-        window and the window's NUTS rows,
-        :func:`~fastsurrogate.samplers._noregret.refit_fallback_metric`)
-        and say why in ``result.info["fallback"]``.  The decision is made on
-        measured wall-clock time, so two runs with the same seed may decide
-        differently (given the decision, the draws are reproducible).
-        False: the paper's algorithm, always switching (exploration with
-        HMC by default), bit-reproducible.  With ``checkpoint=`` or
-        ``resume=`` a defaulted rule is off (a resumed run cannot replay a
-        wall-clock decision); an explicit True is refused there.
-    trial_length : int
-        Iterations per chain of the no-regret trial (not kept).
     **hmc_options
         step_size, n_steps, random_n_steps, metric, adapt, target_accept,
         max_energy_error, as for :class:`HMC`.
@@ -212,7 +193,7 @@ class RNSHMC(HMC):
     >>> X, y, _ = fs.datasets.simulate_logistic(2000, 5, seed=0)
     >>> model = fs.models.LogisticRegression(X, y, prior_sd=10.0)
     >>> res = fs.sample(model, method="rns-hmc", n_draws=200, n_warmup=400, chains=1,
-    ...                 n_hidden=200, seed=1, progress=False, no_regret=False)
+    ...                 n_hidden=200, seed=1, progress=False)
     >>> res.surrogate.n_hidden
     200
     """
@@ -223,15 +204,11 @@ class RNSHMC(HMC):
                  standardize=True, input_scale="auto", training="auto", train_from=0.2,
                  delayed_acceptance=False, guard=0.5, guard_window=200,
                  guard_action="retrain", surrogate=None, base=None, transitions=None,
-                 inner="hmc", explore=None, max_tree_depth=10, no_regret=None,
-                 trial_length=200, subspace=None, subspace_points=1000, **hmc_options):
+                 inner="hmc", explore="hmc", max_tree_depth=10, subspace=None,
+                 subspace_points=1000, **hmc_options):
         super().__init__(potential, **hmc_options)
-        self._n_steps_given = "n_steps" in hmc_options
-        self._matched_n_steps = None
         self.transitions, self.inner = check_transitions(transitions, inner)
-        self.no_regret, self.explore_with, self._no_regret_defaulted = _noregret.resolve(
-            no_regret, explore)
-        self.trial_length = check_int("trial_length", trial_length, 8)
+        self.explore_with = check_explore(explore)
         self.max_tree_depth = check_tree_depth(max_tree_depth)
         if self.transitions is not None and delayed_acceptance:
             raise ValueError("delayed_acceptance does not apply with transitions: the exact "
@@ -291,12 +268,6 @@ class RNSHMC(HMC):
     # -- the algorithm -----------------------------------------------------------
     default_chains = 1
 
-    def checkpoint_support(self):
-        if self.no_regret:
-            return ("no_regret=True decides on measured wall-clock time, which a resumed run "
-                    "cannot replay (pass no_regret=False)")
-        return None
-
     def check_sizes(self, n_draws, n_warmup):
         if self.surrogate is None and n_warmup < 10:
             raise ValueError("n_warmup must be >= 10: the exploration phase provides the training data")
@@ -308,8 +279,8 @@ class RNSHMC(HMC):
                 f"{n_warmup - 2}, or a fraction < 1)")
 
     def phases(self, run):
-        """Explore with exact NUTS or HMC (``explore``), train the network on
-        the pooled states, exploit (or fall back, under the no-regret rule).
+        """Explore with exact HMC or NUTS (``explore``), train the network on
+        the pooled states, exploit.
 
         ``result.surrogate`` is the trained network, ``warmup_draws`` the
         exploration chain and ``timings`` the seconds of ``warmup``
@@ -318,19 +289,8 @@ class RNSHMC(HMC):
         events and the exact evaluations made (and, with delayed
         acceptance, saved).
         """
-        self._matched_n_steps = None
         self._subspace_info = None
         seed, Q, U = self.explore_phase(run)
-        if self.no_regret:
-            exact = _noregret.choose_exact(run.ctxs)
-            if exact is not None:
-                run.info.setdefault("no_regret", {})["exact"] = exact
-        if self._match_steps(run.ctxs):
-            run.info.setdefault("no_regret", {})["surrogate_n_steps"] = self._matched_n_steps
-        if self.no_regret and self.surrogate is None:
-            record = self.cost_check(run, Q)
-            if record is not None:
-                return self.fall_back(run, record)
         if self.surrogate is None and self.base is None:
             warn_few_training_points(self.method, Q.shape[0], self.potential.dim, self.subspace)
         with run.phase("train"), run.training_progress("train (random network)") as progress:
@@ -347,13 +307,12 @@ class RNSHMC(HMC):
         run.info["training_curve"] = _training_curve(net)
         run.surrogate = net
         self._surrogate_ready(run, net)
-        if self.no_regret and not self.no_regret_trial(run, net):
-            return self.fall_back(run, _noregret.fallback_record(run.info["no_regret"]))
         run.each_chain(lambda ctx: self.exploit(ctx, net, Q, U, seed, base), run.n_draws,
                        "exploit", parallel=self._chains_parallel(net))
 
     def _surrogate_ready(self, run, net):
-        """Hook after training, before the trial (RNS-RMHMC checks its surrogate)."""
+        """Hook after training, before the exploitation (RNS-RMHMC checks its
+        surrogate)."""
 
     def finish(self, run):
         judge_evals = sum(int(c.main["judge_evaluated"][:c.done.get("sample", 0)].sum())
@@ -443,161 +402,22 @@ class RNSHMC(HMC):
             ctx.recorder.active = False
             ctx.record_from = self._record_start(n_warmup)
             drive = {"drive": ctx.recorder, "judge": ctx.recorder}
-        ctx.chain = self.make_chain(ctx.q0, ctx.generator, **drive,
-                                    **_noregret.explore_options(self))
+        ctx.chain = self.make_chain(ctx.q0, ctx.generator, **drive, **explore_options(self))
         span = lambda chain, trace, a, b, key: self._record_span(ctx, chain, trace, a, b, key)
         with ctx.phase("warmup"):
             self.warmup(ctx.chain, ctx.warm, ctx, n_adapt, key="warmup", span=span)
-            if not self.no_regret:
-                self._record_span(ctx, ctx.chain, ctx.warm, n_adapt, n_warmup)
-                return
-            ctx.adapted_from = n_adapt         # (a fallback re-estimates the metric there)
-            # the last rows, timed: the exact rate the no-regret trial is measured
-            # against; every row after the adaptation (at least trial_length):
-            # NUTS's min ESS per iteration over 200 rows is a noisy figure
-            # (posteriordb garch11: 5-95 % over windows 0.18-0.62, 500 rows
-            # 0.30-0.59, the long run's 0.46)
-            mid = max(min(n_warmup - self.trial_length, n_warmup // 2), n_adapt)
-            self._record_span(ctx, ctx.chain, ctx.warm, n_adapt, mid)
-            if getattr(ctx, "recorder", None) is not None:
-                # (a record start inside the timed window: recorded from its start)
-                ctx.recorder.active = True
-            if self.explore_with == "nuts":
-                # half the window NUTS, half exact HMC at NUTS's step size and
-                # metric: the rule measures against the better (_noregret.exact_windows)
-                ctx.chain = _noregret.exact_windows(ctx, ctx.chain, ctx.warm, mid, n_warmup,
-                                                    "warmup", self._exact_hmc_options())
-                self._recorder_off(ctx)
-                return
-            t0 = time.perf_counter()
-            ctx.run_span(ctx.chain, ctx.warm, mid, n_warmup, "warmup")
-            ctx.exact_rows = (np.arange(mid, n_warmup, dtype=np.int64), time.perf_counter() - t0)
-            ctx.exact_chain = ctx.chain
-            self._recorder_off(ctx)
+            self._record_span(ctx, ctx.chain, ctx.warm, n_adapt, n_warmup)
 
-    @staticmethod
-    def _recorder_off(ctx):
-        """The exploration's end: its chain goes on (a fallback continues it)
-        with the recorder passing evaluations through."""
-        if getattr(ctx, "recorder", None) is not None:
-            ctx.recorder.active = False
-
-    # -- the no-regret decision (see fastsurrogate.samplers._noregret) ------------
-    def _surrogate_steps(self, ctx=None):
-        if self.transitions is not None:
-            return float(self.n_steps)
-        return _noregret.steps_per_iteration(self._surrogate_n_steps(ctx), self.random_n_steps)
-
-    def _surrogate_n_steps(self, ctx=None):
-        """n_steps of the surrogate-driven chain: the given n_steps, or under
-        the no-regret rule with a NUTS exploration and n_steps not given,
-        the exact window's trajectory length (``_noregret.matched_steps``):
-        the chain's own (``ctx.matched_n_steps``, ARNS-HMC's chains decide
-        apart, in threads) or the pooled one."""
-        return getattr(ctx, "matched_n_steps", None) or self._matched_n_steps or self.n_steps
-
-    def _matched_steps(self, ctxs):
-        """The surrogate chain's n_steps matched to the exploration's exact
-        window (see ``_surrogate_n_steps``), or None."""
-        if (self.no_regret and self.explore_with == "nuts" and not self._n_steps_given
-                and self.transitions is None):
-            mean = _noregret.exploration_steps(ctxs)
-            if mean is not None:
-                return _noregret.matched_steps(mean, self.random_n_steps)
-        return None
-
-    def _match_steps(self, ctxs):
-        """Set the surrogate chain's n_steps from the pooled exploration;
-        recorded in ``info["no_regret"]``."""
-        self._matched_n_steps = self._matched_steps(ctxs)
-        return self._matched_n_steps
-
-    def cost_check(self, run, Q, kind="random"):
-        """Rule 1 on chain 0's exploration: None, or the fallback record."""
-        ctx = run.ctxs[0]
-        nuts_steps = _noregret.exploration_steps([ctx]) or 1.0
-        net = _noregret.untrained_network(kind, self.potential.dim, self.n_hidden,
-                                          self.activation)
-        record, measured = _noregret.cost_check(
-            self.potential, net, ctx.chain.position, nuts_steps, self._surrogate_steps(),
-            n_draws=run.n_draws, n_points=Q.shape[0], s=self.n_hidden,
-            trial_length=self.trial_length, exact_name=getattr(ctx, "exact_name", "NUTS"))
-        run.info.setdefault("no_regret", {})["cost"] = measured
-        return record
-
-    def trial_chain(self, ctx, net):
-        """The surrogate-driven chain the trial runs (and exploitation continues)."""
+    def surrogate_chain(self, ctx, net):
+        """The surrogate-driven chain of the exploitation, from where the
+        exploration ended."""
         if self.transitions is not None:
             return self.start_transitions(ctx, net)
         return self._continue_chain(ctx.chain, net)
 
     def _chains_parallel(self, net):
-        """Whether the surrogate-driven chains (trial, exploitation) may run in threads."""
+        """Whether the surrogate-driven chains (exploitation) may run in threads."""
         return self.potential.thread_safe and net.thread_safe
-
-    def no_regret_trial(self, run, net):
-        """Rule 2: trial_length surrogate iterations per chain (not kept), in
-        up to MAX_TRIAL_ROUNDS rounds while too few effective samples came
-        out for a rate (``_noregret.extend_trial``); True to switch."""
-        n = self.trial_length
-        total = n * _noregret.MAX_TRIAL_ROUNDS
-        parallel = self._chains_parallel(net)
-
-        def run_round(r):
-            def worker(ctx):
-                if r == 0:
-                    ctx.chain = self.trial_chain(ctx, net)
-                    ctx.trial = new_trace(total, self.potential.dim,
-                                          inner=self.transitions is not None)
-                    ctx.trial_seconds = 0.0
-                with ctx.phase("trial"):
-                    t0 = time.perf_counter()
-                    ctx.run_span(ctx.chain, ctx.trial, r * n, (r + 1) * n, "trial")
-                    ctx.trial_seconds += time.perf_counter() - t0
-
-            run.each_chain(worker, n, "trial", parallel=parallel)
-
-        exact, t_exact = _noregret.exact_sample(run.ctxs)
-        explore_acc = float(np.mean([c.warm["accept_prob"][c.exact_rows[0]] for c in run.ctxs]))
-
-        def verdict(rounds):
-            m = rounds * n
-            trial = np.stack([c.trial["draws"][:m] for c in run.ctxs])
-            t_trial = float(np.mean([c.trial_seconds for c in run.ctxs]))
-            acc = float(np.mean([c.trial["accept_prob"][:m] for c in run.ctxs]))
-            return _noregret.trial_verdict(
-                exact, t_exact, trial, t_trial, acc, explore_acc,
-                paid_seconds=_noregret.paid_seconds(run), n_draws=run.n_draws,
-                exact_name=getattr(run.ctxs[0], "exact_name", "NUTS"))
-
-        switch, measured = _noregret.run_trial(run_round, verdict)
-        run.info.setdefault("no_regret", {})["trial"] = measured
-        run.info["no_regret"]["switched"] = switch
-        return switch
-
-    def fall_back(self, run, record):
-        """The kept draws from the exploration's exact chain, continued."""
-        run.info["fallback"] = record
-        run.info.setdefault("no_regret", {})["switched"] = False
-        run.info.setdefault("guard_events", [])
-
-        def worker(ctx):
-            ctx.refit = self._draw_exact(ctx)
-
-        run.each_chain(worker, run.n_draws, "exact", parallel=self.potential.thread_safe)
-        record["metric_refit"] = [getattr(c, "refit", None) for c in run.ctxs]
-
-    def _draw_exact(self, ctx):
-        """One chain's kept draws after a fallback: the exploration's chosen
-        exact chain, moved to where the chain is, its metric re-estimated
-        (:func:`_noregret.refit_fallback_metric`); returns the refit record."""
-        position = ctx.chain.position
-        ctx.chain = ctx.exact_chain
-        ctx.chain.set_position(position)
-        refit = _noregret.refit_fallback_metric(self, ctx)
-        with ctx.phase("sample"):
-            retune = _noregret.draw_fallback(self, ctx, refit)
-        return refit if retune is None else dict(refit, step_retune=retune)
 
     def start_transitions(self, ctx, drive):
         """The sampling chain with surrogate transitions, tuned before the kept draws."""
@@ -670,8 +490,7 @@ class RNSHMC(HMC):
 
     def exploit(self, ctx, net, Q, U, seed, base=None):
         """Surrogate-driven sampling, watched by the guard in windows."""
-        if getattr(ctx, "trial", None) is None:
-            ctx.chain = self.trial_chain(ctx, net)
+        ctx.chain = self.surrogate_chain(ctx, net)
         n_draws, trace = ctx.run.n_draws, ctx.main
         explore_acc = ctx.run.info["exploration_acceptance"][ctx.index]
         i = 0
@@ -695,14 +514,14 @@ class RNSHMC(HMC):
                         drive = self.train(Q, U, [seed, ctx.index, i], base)
                 ctx.chain = self._continue_chain(ctx.chain, drive)
 
-    def _continue_chain(self, chain, drive, ctx=None):
+    def _continue_chain(self, chain, drive):
         """A chain driven by `drive` and judged by the exact U, from where `chain` is."""
         if (self.transitions is not None and drive is not self.potential
                 and chain.surrogate_steps > 0):
             # a guard retrain keeps the tuned k and step size
             return transition_chain(self, chain, drive, chain.surrogate_steps, self.inner)
         return Chain(drive, self.potential, chain.position, chain.generator,
-                     step_size=chain.step_size, n_steps=self._surrogate_n_steps(ctx),
+                     step_size=chain.step_size, n_steps=self.n_steps,
                      random_n_steps=self.random_n_steps, inv_metric=chain.inv_metric,
                      max_energy_error=self.max_energy_error,
                      delayed_acceptance=self.delayed_acceptance and drive is not self.potential)
@@ -770,8 +589,7 @@ def warn_few_training_points(method, n_train, dim, subspace=None):
     - twice the count: 0.004-0.011.
     The Riemannian step adapted on the network's SoftAbs metric went from
     0.016-0.025 to 0.38-0.55 across the same range (the Fisher metric's is
-    about 0.5).  With the no-regret rule on, such a network makes the run
-    fall back to the exact sampler.
+    about 0.5).
     """
     k = dim if subspace is None or subspace >= dim else subspace
     need = quadratic_count(dim, subspace)
@@ -780,11 +598,11 @@ def warn_few_training_points(method, n_train, dim, subspace=None):
             f"{method}: the network is fitted to {n_train} training points, fewer than the "
             f"{need} coefficients of a quadratic in {k} variables ((k + 1)(k + 2) / 2). "
             f"Fitted to U values alone it then gets U's curvature wrong (its gradient and "
-            f"Hessian), and the surrogate chain mixes slowly or the no-regret rule falls back "
-            f"to the exact sampler. Explore longer (n_warmup; training takes each chain's "
-            f"states after train_from), run more chains (their states are pooled), train on "
-            f'every point of the exploration\'s trajectories (training="trajectory"), or fit '
-            f'the network to U minus a Gaussian base (base="laplace").',
+            f"Hessian), and the surrogate chain mixes slowly. Explore longer (n_warmup; "
+            f"training takes each chain's states after train_from), run more chains (their "
+            f"states are pooled), train on every point of the exploration's trajectories "
+            f'(training="trajectory"), or fit the network to U minus a Gaussian base '
+            f'(base="laplace").',
             UserWarning, stacklevel=2)
 
 
