@@ -31,7 +31,7 @@ except ImportError as _exc:
     raise
 from . import models, diagnostics, datasets
 from .result import Result
-from .samplers import HMC, NUTS, RNSHMC, ARNSHMC, NNGHMC, VHMC, SAMPLERS
+from .samplers import HMC, NUTS, SurrogatePolicy, RNSHMC, ARNSHMC, NNGHMC, VHMC, SAMPLERS
 from .samplers import RMHMC, RNSRMHMC
 from .samplers import SGLD, SGHMC
 from . import surrogates
@@ -43,7 +43,7 @@ from .samplers._checkpoint import resume
 __version__ = "0.1.0.dev0"
 
 __all__ = ["Potential", "PotentialError", "TrainingError", "WeightedSum", "RecordingPotential",
-           "Result", "HMC", "NUTS", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "RMHMC", "RNSRMHMC", "SGLD", "SGHMC",
+           "Result", "HMC", "NUTS", "SurrogatePolicy", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "RMHMC", "RNSRMHMC", "SGLD", "SGHMC",
            "sample", "models", "surrogates", "diagnostics", "approximation", "datasets", "interop",
            "get_include", "resume", "SAMPLERS"]
 
@@ -77,11 +77,15 @@ def _init_params(cls):
     return names - {"self", "potential"}
 
 
-def sample(potential, method="hmc", n_draws=1000, n_warmup=None, **kwargs):
+def sample(potential, method="nuts", n_draws=1000, n_warmup=None, **kwargs):
     """Sample from ``potential`` with the named method.
 
-    ``fs.sample(model, "nuts", 1000, 1000, chains=4)`` is
-    ``fs.NUTS(model).sample(1000, 1000, chains=4)``.
+    ``fs.sample(model)`` runs NUTS with its defaults: 4 chains x (1000
+    warm-up + 1000 draws), its trees driven by a surrogate trained on the
+    warm-up's own leapfrog points where the gradient is expensive enough to
+    matter, and exact NUTS otherwise (``result.info["surrogate"]`` says
+    which and why; exact either way).  ``fs.sample(model, "nuts", 1000,
+    1000, chains=4)`` is ``fs.NUTS(model).sample(1000, 1000, chains=4)``.
 
     Parameters
     ----------
@@ -89,8 +93,8 @@ def sample(potential, method="hmc", n_draws=1000, n_warmup=None, **kwargs):
         The target: a model (``fs.models``; a posteriordb model is wrapped
         for you), a trained surrogate, or ``fs.Potential.from_callable(f, dim)``.
     method : str
-        A key of ``fastsurrogate.SAMPLERS`` (case and "_" / "-" ignored):
-        "hmc", "nuts", "rns-hmc", "arns-hmc", "vhmc", "nnghmc", "rmhmc",
+        A key of ``fastsurrogate.SAMPLERS`` (case and "_" / "-" ignored),
+        default "nuts": "hmc", "nuts", "rns-hmc", "arns-hmc", "vhmc", "nnghmc", "rmhmc",
         "rns-rmhmc", "sgld", "sghmc".
     n_draws : int
         Kept draws per chain.

@@ -59,7 +59,7 @@ def test_diag_metric_adapts_to_scales():
 def test_paper_fixed_settings_random_steps():
     # the papers' setting: no adaptation, L drawn uniformly from 1..L
     target = fs.models.StandardNormal(50)
-    res = fs.sample(target, n_draws=500, n_warmup=0, chains=1, seed=0, step_size=0.045,
+    res = fs.sample(target, method="hmc", n_draws=500, n_warmup=0, chains=1, seed=0, step_size=0.045,
                     n_steps=6, random_n_steps=True, adapt=False, progress=False)
     ns = res.stats["n_steps"].ravel()
     assert ns.min() == 1 and ns.max() == 6
@@ -67,7 +67,7 @@ def test_paper_fixed_settings_random_steps():
     # uniform on 1..6: each count ~ Binomial(500, 1/6); 5 sd bound
     assert np.all(np.abs(counts - 500 / 6) < 5 * np.sqrt(500 * (1 / 6) * (5 / 6)))
     assert np.all(res.stats["step_size"] == 0.045)
-    fixed = fs.sample(target, n_draws=50, n_warmup=0, chains=1, seed=0, step_size=0.045,
+    fixed = fs.sample(target, method="hmc", n_draws=50, n_warmup=0, chains=1, seed=0, step_size=0.045,
                       n_steps=6, random_n_steps=False, adapt=False, progress=False)
     assert np.all(fixed.stats["n_steps"] == 6)
 
@@ -75,13 +75,13 @@ def test_paper_fixed_settings_random_steps():
 def test_seed_reproduces_and_chain0_matches_single_chain():
     target = fs.models.Gaussian(np.zeros(4), np.ones(4))
     kw = dict(n_draws=300, n_warmup=200, seed=42, progress=False)
-    one = fs.sample(target, chains=1, **kw)
-    many = fs.sample(target, chains=3, **kw)
-    again = fs.sample(target, chains=3, **kw)
+    one = fs.sample(target, method="hmc", chains=1, **kw)
+    many = fs.sample(target, method="hmc", chains=3, **kw)
+    again = fs.sample(target, method="hmc", chains=3, **kw)
     np.testing.assert_array_equal(one.draws[0], many.draws[0])
     np.testing.assert_array_equal(many.draws, again.draws)
     assert not np.array_equal(many.draws[0], many.draws[1])
-    gen = fs.sample(target, chains=2, n_draws=10, n_warmup=10, progress=False,
+    gen = fs.sample(target, method="hmc", chains=2, n_draws=10, n_warmup=10, progress=False,
                     seed=np.random.default_rng(5))
     assert gen.draws.shape == (2, 10, 4)
 
@@ -102,8 +102,8 @@ def test_callable_potential_matches_compiled_one_bit_for_bit():
     compiled = fs.models.StandardNormal(5)
     py = fs.Potential.from_callable(lambda q: (_sequential_half_sq(q), q.copy()), 5)
     kw = dict(n_draws=200, n_warmup=100, chains=2, seed=9, progress=False)
-    a = fs.sample(compiled, **kw)
-    b = fs.sample(py, **kw)
+    a = fs.sample(compiled, method="hmc", **kw)
+    b = fs.sample(py, method="hmc", **kw)
     np.testing.assert_array_equal(a.draws, b.draws)
 
 
@@ -161,7 +161,7 @@ def test_callback_exception_reaches_caller_with_draws_so_far():
 
     pot = fs.Potential.from_callable(f, 3)
     with pytest.raises(KeyError, match="model blew up") as info:
-        fs.sample(pot, n_draws=1000, n_warmup=0, chains=1, seed=1, adapt=False,
+        fs.sample(pot, method="hmc", n_draws=1000, n_warmup=0, chains=1, seed=1, adapt=False,
                   step_size=0.5, n_steps=5, progress=False)
     res = info.value.result
     assert res.interrupted
@@ -179,7 +179,7 @@ def test_nan_from_callback_is_a_counted_divergence():
         return 0.5 * q @ q, q
 
     pot = fs.Potential.from_callable(f, 2)
-    res = fs.sample(pot, n_draws=2000, n_warmup=0, chains=1, seed=2, adapt=False,
+    res = fs.sample(pot, method="hmc", n_draws=2000, n_warmup=0, chains=1, seed=2, adapt=False,
                     step_size=0.3, n_steps=5, init=np.zeros(2), progress=False)
     assert res.n_divergent > 0
     assert np.all(res.draws[..., 0] <= 1.0)
@@ -192,7 +192,7 @@ def test_callback_wrong_gradient_shape_is_a_clear_error():
     with pytest.raises(ValueError, match=r"gradient of shape \(3,\); expected \(2,\)"):
         pot.grad(np.zeros(2))
     with pytest.raises(ValueError, match="gradient of shape"):
-        fs.sample(pot, n_draws=10, n_warmup=0, chains=1, init=np.zeros(2), progress=False)
+        fs.sample(pot, method="hmc", n_draws=10, n_warmup=0, chains=1, init=np.zeros(2), progress=False)
     bad_tuple = fs.Potential.from_callable(lambda q: 1.0, 2)
     with pytest.raises(TypeError, match="tuple"):
         bad_tuple.value(np.zeros(2))
@@ -208,7 +208,7 @@ def test_keyboard_interrupt_returns_partial_result():
         return 0.5 * q @ q, q
 
     pot = fs.Potential.from_callable(f, 2)
-    res = fs.sample(pot, n_draws=2000, n_warmup=100, chains=2, seed=3, n_steps=5,
+    res = fs.sample(pot, method="hmc", n_draws=2000, n_warmup=100, chains=2, seed=3, n_steps=5,
                     progress=False)
     assert res.interrupted
     assert res.n_draws < 2000

@@ -31,7 +31,7 @@ def test_hmc_reproduces_reference_posterior(data_dir, cls, kw):
     model = cls.from_posteriordb(data_dir)
     pot = pdb.as_potential(model)
     ref = cls.reference_draws(data_dir)
-    res = fs.sample(pot, n_draws=4000, n_warmup=1000, chains=4, seed=2024, progress=False,
+    res = fs.sample(pot, method="hmc", n_draws=4000, n_warmup=1000, chains=4, seed=2024, progress=False,
                     **kw)
     assert res.stats["divergent"].mean() < 0.01
     compare_to_reference(res, ref)

@@ -7,6 +7,7 @@ looks names up there, so registering a class of your own is one line.
 from ._base import Sampler, check_int, check_positive
 from .hmc import HMC
 from .nuts import NUTS
+from .surrogate_nuts import SurrogatePolicy
 from .rns_hmc import RNSHMC
 from .arns_hmc import ARNSHMC
 from .nnghmc import NNGHMC
@@ -19,5 +20,5 @@ SAMPLERS = {"hmc": HMC, "nuts": NUTS, "rns-hmc": RNSHMC, "arns-hmc": ARNSHMC,
 SAMPLERS.update({"rmhmc": RMHMC, "rns-rmhmc": RNSRMHMC})
 SAMPLERS.update({"sgld": SGLD, "sghmc": SGHMC})
 
-__all__ = ["Sampler", "HMC", "NUTS", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "RMHMC", "RNSRMHMC", "SAMPLERS",
+__all__ = ["Sampler", "HMC", "NUTS", "SurrogatePolicy", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "RMHMC", "RNSRMHMC", "SAMPLERS",
            "SGLD", "SGHMC", "check_int", "check_positive"]
