@@ -418,6 +418,7 @@ class Run:
         self.checkpoint = None      # a samplers._checkpoint.Checkpointer when checkpointing
         self._lock = threading.Lock()
         self._bar = None
+        self._pool = None
 
     def start(self, q0=None, warm_rows=None, proposals=False):
         """Allocate the traces and set the starting points.
@@ -509,9 +510,19 @@ class Run:
             raise _Stopped
 
     def _in_threads(self, worker):
+        """The chains in this run's thread pool (made at the first phase, kept
+        for the next: a sampler that runs many short phases, as NUTS with a
+        surrogate does between its decisions, starts its threads once)."""
         from ._executors import _local
-        with ThreadPoolExecutor(max_workers=self.chains) as ex:
-            _local(self, worker, ex)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.chains)
+        _local(self, worker, self._pool)
+
+    def close(self):
+        """Shut the run's thread pool down (after the last phase)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
     def _in_turn(self, worker):
         for ctx in self.ctxs:
@@ -724,6 +735,8 @@ class Sampler:
             run.interrupted = True
         except Exception as exc:  # noqa: BLE001 - re-raised by sample with the partial result
             run.error = exc
+        finally:
+            run.close()
         try:
             self.finish(run)
         except BaseException as exc:  # noqa: BLE001

@@ -687,6 +687,8 @@ def continue_result(sampler, res, n_draws, progress, keep_warmup):
         pass
     except KeyboardInterrupt:
         run.interrupted = True
+    finally:
+        run.close()
     out = run.result()
     warn_if_interrupted(run, out, n_draws, 0)
     if run.error is not None:

@@ -88,9 +88,9 @@ class SurrogatePolicy:
         Warm-up iterations between decisions (fits, switches), 25: Stan's
         first metric window.
     n_hidden : int
-        Hidden units of the network on top of the Gaussian base (500; 0:
+        Hidden units of the network on top of the Gaussian base (300; 0:
         the base alone).  The network costs 2 n_hidden dim multiply-adds a
-        leapfrog step.
+        leapfrog step, and a fit O(points n_hidden^2).
     max_points : int
         Recorded points kept per chain (evenly thinned when more are
         evaluated), 1000.
@@ -107,7 +107,7 @@ class SurrogatePolicy:
     """
     min_accept: float = 0.6
     block: int = 25
-    n_hidden: int = 500
+    n_hidden: int = 300
     max_points: int = 1000
     cost_ratio: float = 10.0
     dense_max: int = 200
@@ -184,11 +184,23 @@ class _ChainState:
         # one block's leapfrog points, evenly thinned to `capacity`
         self.recorder = RecordingPotential(potential, capacity, decimate=True)
         self.mode = "exact"
-        self.blocks = []            # (Q, G, U) of each exact block, oldest first
+        self.blocks = []            # (Q, G, U) of each block, oldest first (G NaN:
+        #                             a surrogate block's accepted states)
         self.gradient_calls = 0     # exact U-and-gradient calls (through the recorder)
         self.value_calls = 0        # exact U-only calls (corrections, restarts)
         self.history = []           # (first row, end row, kernel, mean acceptance)
         self.n_new = 0              # blocks added since the last fit
+
+    def take_values(self, trace, a, b):
+        """The states a surrogate block accepted, with their exact U (from
+        the corrections, no extra call), as value-only training points."""
+        acc = trace["accepted"][a:b].astype(bool)
+        if not acc.any():
+            return False
+        q = trace["draws"][a:b][acc]
+        self.blocks.append((q, np.full_like(q, np.nan), trace["potential"][a:b][acc].copy()))
+        self.n_new += 1
+        return True
 
     def take_block(self):
         """Move the recorder's points into ``blocks``; True when there were any."""
@@ -270,12 +282,17 @@ class SurrogateNUTS:
         st = ctx.policy_state
         old = ctx.chain
         if mode == "surrogate":
-            ctx.chain = self._surrogate_chain(ctx, old.position, old.step_size, old.inv_metric)
+            new = self._surrogate_chain(ctx, old.position, old.step_size, old.inv_metric)
             st.value_calls += 1               # U at the chain's point
         else:
-            ctx.chain = self._exact_chain(ctx, st, old.position, old.step_size, old.inv_metric)
+            new = self._exact_chain(ctx, st, old.position, old.step_size, old.inv_metric)
+        # the step size's dual averaging goes on where it was
+        state, kept = new.get_state(), old.get_state()
+        for key in ("step_size", "adapting", "dual_avg"):
+            state[key] = kept[key]
+        new.set_state(state)
+        ctx.chain = new
         st.mode = mode
-        ctx.chain.start_adaptation(self.sampler.target_accept)
 
     # -- the phases ------------------------------------------------------------
     def phases(self, run):
@@ -320,6 +337,8 @@ class SurrogateNUTS:
         if n == 0:
             return
         ends, windows, first = self._blocks(n)
+        # V changes only while a metric window is open to adapt to it
+        self.last_refit_row = max(windows) if windows else 0
         start_row = 0
         window_start = first
         for end in ends:
@@ -365,13 +384,14 @@ class SurrogateNUTS:
             st.history.append((a, b, st.mode, acc))
             if st.mode == "surrogate":
                 st.value_calls += int(tr["judge_evaluated"][a:b].sum())
+                new_data |= st.take_values(tr, a, b)
                 if acc < pol.min_accept:
                     self._switch(ctx, "exact")      # one exact block, recorded
             else:
                 new_data |= st.take_block()
                 if self.V is not None:
                     self._switch(ctx, "surrogate")  # back to V after it
-        if new_data:
+        if new_data and (self.V is None or b <= self.last_refit_row):
             self._fit(run, b)
 
     def _fit(self, run, row):
@@ -390,9 +410,11 @@ class SurrogateNUTS:
         base = None if self.laplace is None else self.laplace.potential
         with run.phase("fit"):
             try:
+                scales = {} if self.fit_info is None or "input_scale" not in self.fit_info \
+                    else {"input_scales": (self.fit_info["input_scale"],)}
                 V, info = fit_value_gradient(
                     Q, U, G, base=base, n_hidden=self.policy.n_hidden, held_out=held,
-                    seed=surrogate_seed(run.ctxs[0].generator) + len(self.fits))
+                    seed=surrogate_seed(run.ctxs[0].generator) + len(self.fits), **scales)
             except (ValueError, np.linalg.LinAlgError) as exc:
                 self.fits.append({"row": row, "n_points": int(Q.shape[0]), "error": str(exc)})
                 return

@@ -43,6 +43,9 @@ __all__ = ["fit_value_gradient", "predicted_acceptance", "gaussian_base_terms"]
 INPUT_SCALES = (0.15, 0.4, 1.0)
 #: relative ridges tried (times the mean diagonal of the Gram matrix)
 RIDGES = (1e-7, 1e-5, 1e-3, 1e-1)
+#: training points the choice of input scale and ridge is made on (an even
+#: subsample of the rest; the final fit uses every point)
+MAX_SELECTION_POINTS = 1000
 
 
 def predicted_acceptance(err, max_pairs=250000, seed=0):
@@ -133,8 +136,8 @@ def _errors(X, Rx, r, has_grad, W0, b0, c, v, b):
     return r - z, gerr
 
 
-def fit_value_gradient(Q, u, G=None, *, base=None, n_hidden=500, held_out=None, seed=None,
-                       blas_threads=1):
+def fit_value_gradient(Q, u, G=None, *, base=None, n_hidden=300, held_out=None, seed=None,
+                       input_scales=INPUT_SCALES, blas_threads=1):
     """Fit V = base + random-basis network to U values and gradients.
 
     Parameters
@@ -158,6 +161,9 @@ def fit_value_gradient(Q, u, G=None, *, base=None, n_hidden=500, held_out=None, 
         last fifth of the points.
     seed : int or Generator
         The random basis.
+    input_scales : sequence of float
+        The input scales c tried (nodes see c W x, x whitened); a refit may
+        pass the one chosen before.
     blas_threads : int or None
         Threads for the Gram matrices and the Cholesky solve.
 
@@ -211,10 +217,12 @@ def fit_value_gradient(Q, u, G=None, *, base=None, n_hidden=500, held_out=None, 
     rng = np.random.default_rng(seed)
     W0 = rng.standard_normal((n_hidden, d)) / np.sqrt(d)
     b0 = rng.standard_normal(n_hidden)
-    tr = ~held_out
+    tr = np.flatnonzero(~held_out)
+    if tr.shape[0] > MAX_SELECTION_POINTS:      # the choice on an even subsample
+        tr = tr[np.linspace(0, tr.shape[0] - 1, MAX_SELECTION_POINTS).round().astype(np.int64)]
     best = (-1.0, None, None)
     with _blas_threads.blas_threads(blas_threads):
-        for c in INPUT_SCALES:
+        for c in input_scales:
             des = _Design(X[tr], Rx[tr], r[tr], has_grad[tr], W0, b0, c)
             for lam in RIDGES:
                 v, b = des.solve(lam)
