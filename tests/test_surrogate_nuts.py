@@ -230,3 +230,28 @@ def test_same_seed_same_draws_on_a_busy_machine():
     assert quiet.info["surrogate"]["used"]
     np.testing.assert_array_equal(quiet.draws, loaded.draws)
     assert quiet.info["surrogate"]["exact_calls"] == loaded.info["surrogate"]["exact_calls"]
+
+
+def test_the_result_says_what_ran():
+    import pickle
+    X, y, _ = fs.datasets.simulate_logistic(n=3000, d=5, seed=2)
+    model = fs.models.LogisticRegression(X, y, prior_sd=10.0)
+    res = fs.NUTS(model, surrogate=True).sample(200, 200, chains=2, seed=9, progress=False)
+    rep = res.surrogate_report()
+    info = res.info["surrogate"]
+    assert rep["exact_gradient_calls"] == info["exact_gradient_calls"] > 0
+    assert rep["exact_value_calls"] == info["exact_value_calls"] >= 2 * 200 * info["surrogate_share"]
+    assert 0.5 < rep["share"] <= 1.0 and rep["sampling_kernels"] == ["surrogate"] * 2
+    assert "surrogate drove" in repr(res) and "exact calls" in res.report_line()
+    overall = res.summary().overall
+    assert overall["surrogate"] == rep
+    # min ESS per second is over the whole run, the sampling-phase figure has its own name
+    total = res.timings["total"]
+    assert total >= res.timings["sample"] and total >= res.timings.get("laplace", 0.0)
+    assert overall["min_ess_per_second"] == pytest.approx(overall["ess_min"] / total)
+    assert overall["min_ess_per_sampling_second"] > overall["min_ess_per_second"]
+    back = pickle.loads(pickle.dumps(res))
+    np.testing.assert_array_equal(back.draws, res.draws)
+    assert back.surrogate_report() == rep
+    q = res.draws[0, -1]
+    assert back.surrogate.value(q) == pytest.approx(res.surrogate.value(q), rel=1e-14)

@@ -130,12 +130,12 @@ def table(name, shape, cfg, out):
     figures = {}
     for m, res in out.items():
         t = res.summary().overall
-        speed = t["min_ess_per_second"] / base["min_ess_per_second"]
+        speed = t["min_ess_per_sampling_second"] / base["min_ess_per_sampling_second"]
         cost = base["seconds_per_iteration"] / t["seconds_per_iteration"]
         figures[m] = dict(ap=t["acceptance"], speedup=speed, cost_ratio=cost)
         lines.append(f"| {m} | {t['acceptance']:.2f} | {t['ess_min']:.0f} / {t['ess_median']:.0f} / "
                      f"{t['ess_max']:.0f} | {t['seconds_per_iteration']:.2e} | "
-                     f"{t['min_ess_per_second']:.1f} | {speed:.1f} | {cost:.1f} | "
+                     f"{t['min_ess_per_sampling_second']:.1f} | {speed:.1f} | {cost:.1f} | "
                      f"{res.timings.get('train', 0.0):.1f} |")
     f, h = figures["RNS-HMC"], figures["HMC"]
     if name == "sim":

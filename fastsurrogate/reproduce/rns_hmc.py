@@ -278,7 +278,7 @@ def pde_reproduce(args):
                      f"{np.max(np.abs(m - ref_mean) / ref_sd):.3f} | "
                      f"{'yes' if bad == 0 else 'NO'} |")
     t = {k: v.summary().overall for k, v in runs.items()}
-    sp = t[rns_name]["min_ess_per_second"] / t["HMC"]["min_ess_per_second"]
+    sp = t[rns_name]["min_ess_per_sampling_second"] / t["HMC"]["min_ess_per_sampling_second"]
     ap = t[rns_name]["acceptance"]
     lines += ["", f"Bars (issue 17): RNS-HMC acceptance {ap:.2f} >= 0.7: "
               f"{'met' if ap >= 0.7 else 'NOT met'}; min ESS/s speed-up {sp:.1f} >= 5 (paper "
