@@ -1,0 +1,63 @@
+"""The gradient check before a run and the warnings after it."""
+import numpy as np
+import pytest
+
+import fastsurrogate as fs
+from fastsurrogate.diagnostics.checks import check_gradient, run_warnings
+
+
+def _quadratic(value_sign=1.0, grad_scale=1.0):
+    return fs.Potential.from_callable(
+        lambda q: (value_sign * 0.5 * q @ q, value_sign * grad_scale * q), 4)
+
+
+def test_a_correct_gradient_passes():
+    c = check_gradient(_quadratic())
+    assert c.ok and not c.sign_flipped and not c.unbounded
+    assert np.nanmax(c.relative_error) < 1e-6
+    X, y, _ = fs.datasets.simulate_logistic(n=500, d=3, seed=2)
+    assert check_gradient(fs.models.LogisticRegression(X, y, prior_sd=10.0)).ok
+
+
+def test_a_gradient_of_the_wrong_sign_is_named():
+    pot = fs.Potential.from_callable(lambda q: (0.5 * q @ q, -q), 4)
+    c = check_gradient(pot)
+    assert not c.ok and c.sign_flipped and "wrong sign" in c.message()
+
+
+def test_log_p_passed_as_u_is_named():
+    c = check_gradient(_quadratic(value_sign=-1.0))
+    assert not c.ok and c.unbounded and "log_density=True" in c.message()
+
+
+def test_a_wrong_gradient_is_caught_at_its_size():
+    c = check_gradient(_quadratic(grad_scale=1.01))
+    assert not c.ok and not c.sign_flipped
+    assert 1e-3 < np.nanmax(c.relative_error) < 0.1
+    assert "disagrees" in c.message()
+
+
+def test_check_gradient_refuses_bad_points():
+    with pytest.raises(ValueError, match="q must have shape"):
+        check_gradient(_quadratic(), q=np.zeros(3))
+
+
+def test_a_clean_run_has_no_warnings():
+    res = fs.sample(fs.models.StandardNormal(2), "nuts", 1000, 500, chains=2, seed=1,
+                    progress=False, surrogate=False)
+    assert run_warnings(res) == []
+
+
+def test_warnings_name_what_went_wrong():
+    # a step so long every proposal diverges: the chains never move
+    stuck = fs.HMC(fs.models.StandardNormal(2), step_size=50.0, adapt=False, n_steps=3).sample(
+        50, 0, chains=2, seed=1, progress=False)
+    text = " ".join(run_warnings(stuck))
+    assert "never moved" in text and "divergent" in text and "ESS below" in text
+    # two chains in two wells that a short step never crosses: R-hat
+    well = fs.Potential.from_callable(
+        lambda q: (float((q[0] ** 2 - 25.0) ** 2 / 4.0 + 0.5 * q[1] ** 2),
+                   np.array([q[0] * (q[0] ** 2 - 25.0), q[1]])), 2)
+    split = fs.HMC(well, step_size=0.05, n_steps=5, adapt=False).sample(
+        300, 0, chains=2, seed=2, init=np.array([[-5.0, 0.0], [5.0, 0.0]]), progress=False)
+    assert any("R-hat" in w for w in run_warnings(split))
