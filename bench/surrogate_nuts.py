@@ -2,7 +2,7 @@
 
     python bench/surrogate_nuts.py [--problems bank a9a sim pde dask pdb]
                                    [--chains 4] [--n-warmup 1000] [--n-draws 1000]
-                                   [--seed 1] [--out FILE]
+                                   [--seed 1] [--repeats R] [--out FILE]
 
 Each problem runs exact NUTS (``surrogate=False``) and NUTS with its
 defaults (``surrogate="auto"``: the surrogate where the cost check says so),
@@ -20,6 +20,14 @@ process, and reports for each:
   chains), and max R-hat;
 - the ratios of min ESS per exact call and min ESS per second, surrogate
   run over exact NUTS.
+
+``--with-dense`` adds exact NUTS with a dense metric (Stan's windows,
+``metric="dense"``): the surrogate run's metric is dense (the Laplace
+covariance), so this row says how much of its gain is the metric's.
+``--repeats R`` runs the pair R times, alternating (exact, surrogate,
+exact, ...), with the same seed: the draws and counts repeat exactly, and
+the seconds reported are the medians (a shared machine's load moves single
+timings of these short runs by tens of percent).
 
 Problems: bank (Bank Marketing, 24 features + intercept), a9a (60-d random
 projection of a9a, raw inputs), sim (fs.datasets.simulate_logistic(n=100000,
@@ -72,8 +80,10 @@ def problems(names):
             Xd = da.from_array(X, chunks=(50000, X.shape[1]))
             yd = da.from_array(y, chunks=50000)
             yield name, fs.models.LogisticRegression(Xd, yd, prior_sd=10.0), (client, cluster)
-        else:
+        elif name in ("bank", "a9a", "sim"):
             yield name, logistic(name), None
+        else:
+            raise SystemExit(f"unknown problem {name!r}: bank a9a sim pde dask pdb")
 
 
 def exact_calls(res):
@@ -86,9 +96,9 @@ def exact_calls(res):
     return n
 
 
-def one(model, surrogate, args):
+def one(model, surrogate, args, metric="diag"):
     t0 = time.perf_counter()
-    res = fs.NUTS(model, surrogate=surrogate).sample(
+    res = fs.NUTS(model, surrogate=surrogate, metric=metric).sample(
         args.n_draws, args.n_warmup, chains=args.chains, seed=args.seed, progress=False)
     secs = time.perf_counter() - t0
     ess = float(np.min(diagnostics.ess_bulk(res.draws)))
@@ -106,6 +116,9 @@ def main(argv=None):
     ap.add_argument("--n-warmup", type=int, default=1000)
     ap.add_argument("--n-draws", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--with-dense", action="store_true",
+                    help="also exact NUTS with Stan's dense metric adaptation")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     out = open(args.out, "a") if args.out else None
@@ -122,11 +135,22 @@ def main(argv=None):
     emit("| problem | sampler | whole-run s | exact calls | min ESS | max R-hat | accept | "
          "surrogate share | min ESS / exact call (x NUTS) | min ESS / s (x NUTS) |")
     emit("|---|---|---|---|---|---|---|---|---|---|")
+    configs = [("exact NUTS", False, "diag"), ("NUTS (defaults)", "auto", "diag")]
+    if args.with_dense:
+        configs.insert(1, ("exact NUTS, dense metric", False, "dense"))
     for name, model, extra in problems(args.problems):
         try:
             rows = {}
-            for label, sur in (("exact NUTS", False), ("NUTS (defaults)", "auto")):
-                rows[label] = r = one(model, sur, args)
+            for rep in range(args.repeats):
+                for label, sur, metric in configs:
+                    r = one(model, sur, args, metric)
+                    rows.setdefault(label, []).append(r)
+            for label in rows:
+                runs = rows[label]
+                r = dict(runs[0])
+                r["seconds"] = float(np.median([x["seconds"] for x in runs]))
+                rows[label] = r
+            for label, r in rows.items():
                 base = rows["exact NUTS"]
                 per_call = (r["ess"] / r["calls"]) / (base["ess"] / base["calls"])
                 per_sec = (r["ess"] / r["seconds"]) / (base["ess"] / base["seconds"])
