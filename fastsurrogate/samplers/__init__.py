@@ -4,7 +4,8 @@ shared skeleton of :class:`Sampler` (samplers/_base.py).
 ``SAMPLERS`` maps a method name to its class; ``fastsurrogate.sample``
 looks names up there, so registering a class of your own is one line.
 """
-from ._base import Sampler, check_int, check_positive
+from ._base import Sampler
+from ._checks import check_int, check_positive
 from .hmc import HMC
 from .nuts import NUTS
 from .surrogate_nuts import SurrogatePolicy

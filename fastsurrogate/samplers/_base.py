@@ -6,13 +6,15 @@ phase, on a :class:`Run`.  :meth:`Sampler.sample` owns everything else:
 argument checks, seeds (child k of the seed's SeedSequence for chain k),
 initial points, the chains over threads (or one after another), progress
 bars, Ctrl-C, the partial result attached to an exception, and the
-:class:`~fastsurrogate.Result`.
+:class:`~fastsurrogate.Result`.  The checks themselves are in
+``_checks.py``, the seeds, initial points and warm-up windows in
+``_chain.py``; those two, ``_checkpoint.py`` and ``_executors.py`` sit below
+this module and never import it.
 
 No per-iteration Python here: each chunk of iterations is one call into C
 (:meth:`ChainContext.run_span`).
 """
 
-import os
 import sys
 import threading
 import time
@@ -23,104 +25,25 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..core._hmc import new_trace, STATUS_INTERRUPTED
-from ..core._potential import Potential
-from ..core._checks import real_array
 from ..result import Result
-from . import _checkpoint
+from . import _checkpoint, _executors
+from ._chain import (Interrupted, chain_generators, initial_points, warmup_windows,
+                     regularized_metric)
+from ._checks import (MAX_INT, check_int, check_int_or_auto, check_flag, check_number,
+                      check_positive, refuse_options, check_potential, check_metric,
+                      check_tree_depth, check_explore, check_init, check_trace_memory)
 
+# Sampler, Run and ChainContext are this module's; the other names moved to
+# _chain and _checks and are still importable from here
 __all__ = ["Sampler", "Run", "ChainContext", "chain_generators", "initial_points",
-           "warmup_windows", "regularized_metric", "check_int", "check_positive",
-           "check_potential", "check_metric", "check_tree_depth", "check_explore",
-           "check_flag", "check_number", "Interrupted", "MAX_INT"]
-
-
-class Interrupted(Exception):
-    """Raised inside a chain's worker when the run is asked to stop."""
+           "warmup_windows", "regularized_metric", "check_int", "check_int_or_auto",
+           "check_positive", "check_potential", "check_metric", "check_tree_depth",
+           "check_explore", "check_flag", "check_number", "refuse_options", "Interrupted",
+           "MAX_INT"]
 
 
 class _Stopped(Exception):
     """Raised by Run.each_chain when a chain was interrupted or failed."""
-
-
-# -- argument checks -------------------------------------------------------------
-
-# counts and sizes reach C as int / long: larger ones are refused up front
-MAX_INT = 2**31 - 1
-
-
-def check_int(name, value, minimum=0, maximum=MAX_INT):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    if value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value}")
-    return int(value)
-
-
-def check_int_or_auto(name, value, minimum=1):
-    """"auto", or an integer >= minimum (:func:`check_int`)."""
-    if isinstance(value, str):
-        if value != "auto":
-            raise ValueError(f'{name} must be a positive integer or "auto", got {value!r}')
-        return value
-    return check_int(name, value, minimum)
-
-
-def _check_trace_memory(n_rows, dim, chains):
-    """Refuse traces larger than the machine's memory before allocating them."""
-    need = float(n_rows) * chains * (8.0 * dim + 64.0)
-    try:
-        have = float(os.sysconf("SC_PAGE_SIZE")) * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
-        return
-    if need > have:
-        raise MemoryError(
-            f"the traces of {chains} chain(s) x {n_rows} iterations x dim {dim} need "
-            f"{need / 1e9:.1f} GB; this machine has {have / 1e9:.1f} GB")
-
-
-def check_flag(name, value):
-    """An on/off option: True or False (NumPy bools, and the ints 0 and 1, too).
-
-    Anything else is a TypeError: ``adapt="no"`` would otherwise be True."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)) and value in (0, 1):
-        return bool(value)
-    raise TypeError(f"{name} must be True or False, got {value!r}")
-
-
-def check_number(name, value):
-    """A real number (int or float, NumPy scalars too) as a float; not a bool,
-    a string or None (TypeError).  Range checks are the caller's."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(
-            value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    return float(value)
-
-
-def check_positive(name, value, allow_none=False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, (str, bytes, bool, np.bool_)):    # float("1") and float(True) work
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}") from None
-    if not (v > 0 and np.isfinite(v)):
-        raise ValueError(f"{name} must be positive and finite, got {value!r}")
-    return v
-
-
-def refuse_options(sampler_name, options, names, why):
-    """A ValueError for an option the sampler accepts through ``**options``
-    (from the class it extends) but does not use: given, it would be
-    silently ignored.  None and False count as not given."""
-    given = [k for k in names if options.get(k) is not None and options.get(k) is not False]
-    if given:
-        raise ValueError(f"{sampler_name} does not use {', '.join(given)}: {why}")
 
 
 def warn_if_interrupted(run, res, n_draws, n_warmup):
@@ -132,153 +55,6 @@ def warn_if_interrupted(run, res, n_draws, n_warmup):
         warnings.warn(f"sampling was interrupted: the chains completed {res.n_done.tolist()} "
                       f"of {n_draws} draws{warm}; the Result holds them (result.interrupted "
                       "is True)", RuntimeWarning, stacklevel=4)
-
-
-def check_potential(potential, name="potential", dim=None):
-    """`potential` if it is a Potential (of dimension `dim` when given); a
-    posteriordb model (:mod:`fastsurrogate.models.posteriordb`) is wrapped
-    with its ``as_potential``."""
-    pdb = sys.modules.get("fastsurrogate.models.posteriordb")    # loaded if it is one
-    if pdb is not None and isinstance(potential, pdb._PosteriorModel):
-        potential = pdb.as_potential(potential)
-    if not isinstance(potential, Potential):
-        raise TypeError(
-            f"{name} must be a fastsurrogate Potential (a model, a surrogate, or "
-            f"Potential.from_callable(f, dim)); got {type(potential).__name__}")
-    if dim is not None and potential.dim != dim:
-        raise ValueError(f"{name} has dim {potential.dim}; the potential has {dim}")
-    return potential
-
-
-def check_metric(metric, names, dim):
-    """A metric name from `names`, or a fixed inverse metric: a positive (dim,)
-    diagonal or a symmetric (dim, dim) array (definiteness is checked by the chain)."""
-    if isinstance(metric, str):
-        if metric not in names:
-            raise ValueError(f"metric must be one of {names} or an array, got {metric!r}")
-        return metric
-    m = real_array("metric", metric, allow_nonfinite=True)
-    if m.shape not in ((dim,), (dim, dim)):
-        raise ValueError(f"a metric array must have shape ({dim},) or ({dim}, {dim})")
-    if not np.all(np.isfinite(m)):
-        raise ValueError("the metric array contains NaN or inf")
-    if m.ndim == 2 and not np.allclose(m, m.T, rtol=1e-12, atol=0.0):
-        raise ValueError("a dense metric must be symmetric")
-    # definiteness here, before any evaluation of the potential
-    if m.ndim == 1 and not np.all(m > 0):
-        raise ValueError("a diagonal metric must be positive")
-    if m.ndim == 2 and np.linalg.eigvalsh(m).min() <= 0:
-        raise ValueError("a dense metric must be positive definite")
-    return m
-
-
-def check_tree_depth(max_tree_depth):
-    """NUTS's maximum tree depth: an int in 1..30."""
-    depth = check_int("max_tree_depth", max_tree_depth, 1)
-    if depth > 30:
-        raise ValueError(f"max_tree_depth must be <= 30, got {max_tree_depth}")
-    return depth
-
-
-def check_explore(explore):
-    """The exploration kernel of a surrogate sampler: "hmc" or "nuts"."""
-    if explore not in ("hmc", "nuts"):
-        raise ValueError(f'explore must be "hmc" or "nuts", got {explore!r}')
-    return explore
-
-
-def check_init(init, dim, chains):
-    """User initial points as a (chains, dim) array (None stays None)."""
-    if init is None:
-        return None
-    init = real_array("init", init, allow_nonfinite=True)
-    if init.shape == (dim,):
-        init = np.tile(init, (chains, 1))
-    if init.shape != (chains, dim):
-        raise ValueError(f"init must have shape ({dim},) or ({chains}, {dim}), got {init.shape}")
-    if not np.all(np.isfinite(init)):
-        raise ValueError("init contains NaN or inf")
-    return init.copy()
-
-
-# -- seeds, starting points, warm-up windows ------------------------------------
-
-def chain_generators(seed, chains):
-    """One numpy Generator per chain from `seed` (int, SeedSequence, Generator or None).
-
-    Chain k gets child k of the seed's SeedSequence, so its stream does not
-    depend on how many chains run.  (Its draws do, for samplers that pool
-    the chains' states to train one surrogate.)
-    """
-    if isinstance(seed, np.random.Generator):
-        return seed.spawn(chains)
-    if isinstance(seed, np.random.SeedSequence):
-        ss = seed
-    elif isinstance(seed, (bool, np.bool_)):
-        raise TypeError("seed must be None, an int, a SeedSequence or a numpy Generator, "
-                        "got a bool")
-    elif seed is None or isinstance(seed, (int, np.integer)):
-        if seed is not None and seed < 0:
-            raise ValueError(f"seed must be non-negative, got {seed}")
-        ss = np.random.SeedSequence(seed)
-    else:
-        raise TypeError("seed must be None, an int, a SeedSequence or a numpy Generator")
-    return [np.random.Generator(np.random.PCG64(s)) for s in ss.spawn(chains)]
-
-
-def initial_points(potential, generators, radius=2.0, tries=100):
-    """Stan's initial positions, shape (chains, dim): uniform on [-radius, radius]^dim,
-    redrawn until U and its gradient are finite."""
-    d = potential.dim
-    out = np.empty((len(generators), d))
-    for k, g in enumerate(generators):
-        for _ in range(tries):
-            q = g.uniform(-radius, radius, size=d)
-            u, gr = potential.value_and_grad(q)
-            if np.isfinite(u) and np.all(np.isfinite(gr)):
-                break
-        else:
-            raise ValueError(
-                f"no finite initial point found in {tries} uniform draws on "
-                f"[-{radius}, {radius}]^{d}; pass init=")
-        out[k] = q
-    return out
-
-
-def warmup_windows(n_warmup, init_buffer=75, term_buffer=50, base_window=25):
-    """Ends (exclusive) of Stan's metric-adaptation windows within n_warmup.
-
-    Returns (start_of_first_window, [window ends]).  With a short warm-up
-    the buffers shrink to 15 % / 10 % as in Stan.
-    """
-    if n_warmup < 20:
-        return n_warmup, []
-    if init_buffer + base_window + term_buffer > n_warmup:
-        init_buffer = int(0.15 * n_warmup)
-        term_buffer = int(0.1 * n_warmup)
-        base_window = n_warmup - init_buffer - term_buffer
-    ends = []
-    start, width = init_buffer, base_window
-    last = n_warmup - term_buffer
-    while start + width <= last:
-        end = start + width
-        # the last window stretches to the terminal buffer
-        if end + 2 * width > last:
-            end = last
-        ends.append(end)
-        start, width = end, 2 * width
-    return init_buffer, ends
-
-
-def regularized_metric(draws, kind):
-    """Stan's regularised (co)variance estimate of a window of draws."""
-    n = draws.shape[0]
-    w = n / (n + 5.0)
-    if kind == "dense":
-        cov = np.cov(draws, rowvar=False) if n > 1 else np.eye(draws.shape[1])
-        return w * np.atleast_2d(cov) + 1e-3 * (5.0 / (n + 5.0)) * np.eye(draws.shape[1])
-    var = draws.var(axis=0, ddof=1) if n > 1 else np.ones(draws.shape[1])
-    return w * var + 1e-3 * (5.0 / (n + 5.0))
 
 
 # -- one chain, one run -----------------------------------------------------------
@@ -433,7 +209,7 @@ class Run:
             q0 = self.init if self.init is not None else initial_points(self.potential,
                                                                         self.generators)
         rows = self.n_warmup if warm_rows is None else warm_rows
-        _check_trace_memory(rows + self.n_draws * (2 if proposals else 1), d, self.chains)
+        check_trace_memory(rows + self.n_draws * (2 if proposals else 1), d, self.chains)
         for ctx in self.ctxs:
             ctx.q0 = q0[ctx.index]
             ctx.warm = new_trace(rows, d)
@@ -496,8 +272,7 @@ class Run:
         self._bar = _make_bar(self.chains * n_iter, self.progress, desc)
         try:
             if self.executor is not None:
-                from ._executors import run_chains
-                run_chains(self, worker, parallel, desc)
+                _executors.run_chains(self, worker, parallel, desc)
             elif parallel and self.chains > 1:
                 self._in_threads(worker)
             else:
@@ -513,10 +288,9 @@ class Run:
         """The chains in this run's thread pool (made at the first phase, kept
         for the next: a sampler that runs many short phases, as NUTS with a
         surrogate does between its decisions, starts its threads once)."""
-        from ._executors import _local
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=self.chains)
-        _local(self, worker, self._pool)
+        _executors._local(self, worker, self._pool)
 
     def close(self):
         """Shut the run's thread pool down (after the last phase)."""
@@ -629,58 +403,47 @@ class Sampler:
         n_draws : int
             Draws kept per chain after the warm-up.
         n_warmup : int, optional
-            Warm-up iterations per chain (adaptation, exploration, training:
-            the sampler's phases before the kept draws); default
-            ``default_warmup`` (1000 for most samplers).
+            Warm-up iterations per chain (adaptation, exploration, training: the phases
+            before the kept draws); default ``default_warmup`` (1000 for most samplers).
         chains : int, optional
-            Number of chains (default ``default_chains``: 4 for HMC,
-            NUTS, VHMC, SGLD and SGHMC; 1 for RNS-HMC, ARNS-HMC, NNgHMC,
-            RMHMC and RNS-RMHMC).  They run in threads when the
+            Default ``default_chains``: 4 for HMC, NUTS, VHMC, SGLD and SGHMC, 1 for
+            RNS-HMC, ARNS-HMC, NNgHMC, RMHMC and RNS-RMHMC; in threads when the
             potentials release the GIL (compiled potentials), else in turn.
         seed : int, numpy.random.SeedSequence or Generator, optional
             Chain k uses child k of the seed's SeedSequence.
         init : array (dim,) or (chains, dim), optional
             Initial positions; default uniform on [-2, 2]^dim (Stan's).
-        progress : bool
-            Show progress bars.
-        keep_warmup : bool
-            Keep the warm-up draws in ``result.warmup_draws``.
+        progress, keep_warmup : bool
+            Show progress bars; keep the warm-up draws in ``result.warmup_draws``.
         checkpoint : str or os.PathLike, optional
-            Save the run's state to this file (atomically; a versioned
-            ``.npz`` with a JSON header, no pickle) every
-            ``checkpoint_every`` iterations of each chain, at a chunk
-            boundary.  After Ctrl-C or an exception the file holds the last
-            boundary; ``resume=`` continues it.
+            Save the run's state to this file (atomically: a versioned ``.npz``
+            with a JSON header, no pickle) every ``checkpoint_every`` iterations of
+            each chain, at a chunk boundary; after Ctrl-C or an exception it holds
+            the last boundary, which ``resume=`` continues.
         checkpoint_every : int, optional
-            Iterations per chain between checkpoints (default 1000, or a
-            quarter of ``n_warmup + n_draws`` when the run is shorter than
-            4000 iterations per chain, so that it writes some).
+            Iterations per chain between checkpoints (default 1000, or a quarter of
+            ``n_warmup + n_draws`` when that is under 4000, so that it writes some).
         resume : str, os.PathLike or Result, optional
-            A checkpoint path: continue that run (call ``sample`` with the
-            same sampler options and sizes; seeds come from the file).  The
-            draws equal the uninterrupted run's bit for bit.  A Result:
-            ``n_draws`` more draws of each of its chains, from their last
-            state (position, step size, metric, surrogate, random stream),
-            without warm-up; see README "Checkpoint and resume" for what
-            equals what.
+            A checkpoint path: continue that run, its draws bit for bit the
+            uninterrupted run's (call ``sample`` with the same sampler options and
+            sizes; seeds come from the file).  A Result: ``n_draws`` more draws of each
+            chain from its last state (position, step size, metric, surrogate, random
+            stream), no warm-up (README "Checkpoint and resume" says what equals what).
         executor : concurrent.futures.Executor or dask distributed.Client, optional
-            Where the per-chain phases run (a ThreadPoolExecutor, a
-            ProcessPoolExecutor, a Dask cluster); training on pooled chains
-            stays in this process.  Same seed, same draws, whatever the
-            executor (see :mod:`fastsurrogate.samplers._executors`).
-            Default: threads for compiled potentials, in turn for Python ones.
+            Where the per-chain phases run (a ThreadPoolExecutor, ProcessPoolExecutor
+            or Dask cluster; default: threads for compiled potentials, in turn for
+            Python ones); training on pooled chains stays in this process.  Same seed,
+            same draws, whatever the executor (:mod:`fastsurrogate.samplers._executors`).
 
         Returns
         -------
         Result
-            ``draws`` (chains, n_draws, dim).  On Ctrl-C (in any phase,
-            set-up and training included) every iteration each chain
-            completed, with ``interrupted=True``: chains may then differ in
-            length, ``draws`` is NaN-padded and ``result.n_done`` counts
-            each chain's rows.  If a potential, a trainer or a phase raises,
-            that exception propagates unchanged (a Python callback's own
-            exception, even through WeightedSum or RecordingPotential) with
-            this partial Result as its ``result`` attribute.
+            ``draws`` (chains, n_draws, dim).  On Ctrl-C (in any phase, set-up and
+            training included): each chain's completed iterations, ``interrupted=True``,
+            ``draws`` NaN-padded where chains differ in length (``result.n_done``: each
+            chain's rows).  An exception of a potential, a trainer or a phase propagates
+            unchanged (a Python callback's own, even through WeightedSum or
+            RecordingPotential), with this partial Result as its ``result``.
         """
         progress, keep_warmup = check_flag("progress", progress), check_flag("keep_warmup",
                                                                                keep_warmup)
@@ -694,11 +457,10 @@ class Sampler:
     def _sample(self, n_draws, n_warmup, chains, seed, init, progress, keep_warmup,
                 checkpoint, checkpoint_every, resume, executor):
         if isinstance(resume, Result):
-            return _checkpoint.continue_result(self, resume, n_draws, progress, keep_warmup)
+            return self._continue(resume, n_draws, progress, keep_warmup)
         generators = chain_generators(seed, chains)
         init = check_init(init, self.potential.dim, chains)
-        from ._executors import check_executor
-        executor = check_executor(executor, self)
+        executor = _executors.check_executor(executor, self)
         make_checkpointer = None
         if checkpoint is not None or resume is not None:
             if executor is not None and not isinstance(executor, ThreadPoolExecutor):
@@ -723,6 +485,29 @@ class Sampler:
             run.error.result = res
             raise run.error
         return res
+
+    def _continue(self, res, n_draws, progress, keep_warmup):
+        """n_draws more iterations of every chain of `res`, from where they stopped."""
+        generators, q0, worker, parallel = _checkpoint.continued_chains(self, res, n_draws)
+        run = Run(self, n_draws, 0, generators, q0, progress, keep_warmup)
+        run.exact = res.exact
+        run.surrogate = res.surrogate
+        run.info = {"continued": True, "continued_from_draws": int(res.n_done.min())}
+        run.start(q0, warm_rows=0)
+        try:
+            run.each_chain(worker, n_draws, "continue", parallel=parallel)
+        except _Stopped:
+            pass
+        except KeyboardInterrupt:
+            run.interrupted = True
+        finally:
+            run.close()
+        out = run.result()
+        warn_if_interrupted(run, out, n_draws, 0)
+        if run.error is not None:
+            run.error.result = out
+            raise run.error
+        return out
 
     def _run_phases(self, run):
         """phases, then finish; an early stop (Ctrl-C, an exception) is recorded

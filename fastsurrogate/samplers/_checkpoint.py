@@ -57,8 +57,11 @@ import warnings
 
 import numpy as np
 
+from ..core._hmc import Chain
+from ._checks import check_int
+
 __all__ = ["FORMAT", "VERSION", "Checkpointer", "load", "setup", "resume",
-           "continuation", "continue_result"]
+           "continuation", "continued_chains"]
 
 FORMAT = "fastsurrogate-checkpoint"
 VERSION = 1
@@ -499,7 +502,6 @@ def _check_every(checkpoint_every, total=None):
     """checkpoint_every, checked; None: DEFAULT_EVERY, or a quarter of a
     shorter run's ``total`` iterations per chain (a run shorter than the
     interval would write no checkpoint at all)."""
-    from ._base import check_int
     if checkpoint_every is None:
         if total:
             return min(DEFAULT_EVERY, max(1, -(-int(total) // 4)))
@@ -643,10 +645,10 @@ def continuation(run):
     return {"method": run.sampler.method, "dim": run.potential.dim, "chains": out}
 
 
-def continue_result(sampler, res, n_draws, progress, keep_warmup):
-    """Run n_draws more iterations of every chain of `res`, from where they stopped."""
-    from ._base import Run
-    from ..core._hmc import Chain
+def continued_chains(sampler, res, n_draws):
+    """The chains of `res`, set to run n_draws more iterations from where
+    they stopped: (generators, q0, worker, parallel) for a Run of `sampler`
+    (``Sampler._continue`` runs them)."""
     cont = getattr(res, "_continuation", None)
     if cont is None:
         raise ValueError("this Result cannot be continued: it was made by a sampler run "
@@ -660,10 +662,6 @@ def continue_result(sampler, res, n_draws, progress, keep_warmup):
     recs = cont["chains"]
     generators = [_generator(r["seed"], r["rng"]) for r in recs]
     q0 = np.stack([r["state"]["q"] for r in recs])
-    run = Run(sampler, n_draws, 0, generators, q0, progress, keep_warmup)
-    run.exact = res.exact
-    run.surrogate = res.surrogate
-    run.info = {"continued": True, "continued_from_draws": int(res.n_done.min())}
     pot = sampler.potential
 
     def worker(ctx):
@@ -677,21 +675,6 @@ def continue_result(sampler, res, n_draws, progress, keep_warmup):
         with ctx.phase("sample"):
             ctx.run_span(chain, ctx.main, 0, n_draws, "sample")
 
-    from ._base import _Stopped, warn_if_interrupted
-    run.start(q0, warm_rows=0)
     drives = [pot if r["drive"] == _POTENTIAL else r["drive"] for r in recs]
     parallel = pot.thread_safe and all(d.thread_safe for d in drives)
-    try:
-        run.each_chain(worker, n_draws, "continue", parallel=parallel)
-    except _Stopped:
-        pass
-    except KeyboardInterrupt:
-        run.interrupted = True
-    finally:
-        run.close()
-    out = run.result()
-    warn_if_interrupted(run, out, n_draws, 0)
-    if run.error is not None:
-        run.error.result = out
-        raise run.error
-    return out
+    return generators, q0, worker, parallel

@@ -62,6 +62,7 @@ from concurrent.futures import (Executor, ProcessPoolExecutor, ThreadPoolExecuto
 import numpy as np
 
 from ..core._potential import Potential
+from ._chain import Interrupted
 
 __all__ = ["check_executor", "run_chains", "executor_kind"]
 
@@ -134,7 +135,6 @@ def _bare_callback_error(exc):
 
 
 def _local(run, worker, ex):
-    from ._base import Interrupted
     futures = []
     try:
         # submitting inside the try: a Ctrl-C that lands between two submits
@@ -326,13 +326,13 @@ def _info_changes(info, before):
 
 
 def _run_chain_remote(table_bytes, call_bytes):
-    """The remote side: rebuild the potentials and the chain, run the worker,
-    send the chain's state back (potentials that came in go back as tokens)."""
-    from ._base import ChainContext
+    """The remote side: rebuild the potentials and the chain's context (of the
+    class the call names: the caller's ChainContext), run the worker, send the
+    chain's state back (potentials that came in go back as tokens)."""
     table = pickle.loads(table_bytes)
-    worker, state, run_fields = _loads(call_bytes, table)
+    worker, context_class, state, run_fields = _loads(call_bytes, table)
     run = _RemoteRun(run_fields)
-    ctx = ChainContext.__new__(ChainContext)
+    ctx = context_class.__new__(context_class)
     ctx.__dict__.update(state)
     ctx.run = run
     before = _snapshot(run.info)
@@ -361,7 +361,7 @@ def _remote(run, worker, ex, kind):
     for ctx in run.ctxs:
         state = {k: v for k, v in ctx.__dict__.items() if k != "run"}
         try:
-            calls.append(_dumps((worker, state, fields), tokens, mapped=mapped))
+            calls.append(_dumps((worker, type(ctx), state, fields), tokens, mapped=mapped))
         except (pickle.PicklingError, TypeError, AttributeError) as exc:
             raise TypeError(
                 f"executor={type(ex).__name__} needs the chains' state and the phase to pickle; "

@@ -33,7 +33,8 @@ import numpy as np
 
 from ..core._hmc import Chain, new_trace
 from ..core._hmc import STATUS_INTERRUPTED
-from ._base import check_int, Interrupted
+from ._chain import Interrupted
+from ._checks import check_int
 
 __all__ = ["check_transitions", "transition_chain", "tune_transitions", "LADDER_MAX_K"]
 

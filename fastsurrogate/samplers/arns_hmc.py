@@ -34,9 +34,9 @@ from ..core._blas_threads import blas_threads
 from ..surrogates._online import OnlineLayerHook
 from ..surrogates.online import OnlineOutputLayer, centred_rows, set_output_weights
 from ..surrogates.random_network import train_random_network
-from ._base import check_int, check_int_or_auto, check_number, refuse_options
-from .rns_hmc import (RNSHMC, quadratic_count, recorder_capacity, surrogate_seed,
-                      trajectory_points)
+from ._chain import surrogate_seed
+from ._checks import check_int, check_int_or_auto, check_number, refuse_options
+from .rns_hmc import RNSHMC, quadratic_count, recorder_capacity, trajectory_points
 
 __all__ = ["ARNSHMC"]
 

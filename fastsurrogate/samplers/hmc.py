@@ -8,9 +8,9 @@ windows, sampling.
 import numpy as np
 
 from ..core._hmc import Chain
-from ._base import (Sampler, warmup_windows, regularized_metric, check_int, check_positive,
-                    check_metric)
-from ._base import check_flag, check_number
+from ._base import Sampler
+from ._chain import warmup_windows, regularized_metric
+from ._checks import check_int, check_positive, check_metric, check_flag, check_number
 
 __all__ = ["HMC"]
 

@@ -36,10 +36,11 @@ import numpy as np
 from ..core._hmc import Chain
 from ..core._potential import RecordingPotential
 from ..surrogates.gradient_network import affine_start_network, fit_gradient_network
-from ._base import check_int, check_potential, check_tree_depth
-from ._base import check_explore, check_flag, check_number
+from ._chain import surrogate_seed
+from ._checks import check_int, check_potential, check_tree_depth
+from ._checks import check_explore, check_flag, check_number
 from .hmc import HMC
-from .rns_hmc import explore_options, surrogate_seed
+from .rns_hmc import explore_options
 
 __all__ = ["NNGHMC"]
 

@@ -12,7 +12,7 @@ metric windows).
 """
 
 from .hmc import HMC
-from ._base import check_tree_depth
+from ._checks import check_tree_depth
 from .surrogate_nuts import SurrogateNUTS, check_surrogate, cost_check
 
 __all__ = ["NUTS"]

@@ -15,8 +15,9 @@ from ..models._glm import GeneralizedLinearModel
 from ..models._models import Gaussian
 from ..core._potential import WeightedSum
 from ..surrogates._network import RandomNetwork
-from ._base import Sampler, check_int, check_int_or_auto, check_positive
-from ._base import check_flag, check_number, refuse_options
+from ._base import Sampler
+from ._checks import check_int, check_int_or_auto, check_positive
+from ._checks import check_flag, check_number, refuse_options
 from .rns_hmc import RNSHMC
 
 __all__ = ["RMHMC", "RNSRMHMC", "as_metric"]

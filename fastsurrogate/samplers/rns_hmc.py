@@ -30,8 +30,9 @@ from ..models._models import Gaussian
 from ..surrogates.laplace import laplace_approximation
 from ..surrogates.random_network import train_random_network
 from ..surrogates.subspace import active_subspace
-from ._base import check_int, check_positive, check_potential, check_tree_depth
-from ._base import check_explore, check_flag, check_number, check_int_or_auto
+from ._chain import surrogate_seed
+from ._checks import check_int, check_positive, check_potential, check_tree_depth
+from ._checks import check_explore, check_flag, check_number, check_int_or_auto
 from ._transitions import check_transitions, tune_transitions, transition_chain
 from .hmc import HMC
 
@@ -50,13 +51,6 @@ def _auto_or_number(name, value, minimum):
     if not (v >= minimum and np.isfinite(v)):
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
     return v
-
-
-def surrogate_seed(generator):
-    """A seed for the random basis, derived from (not drawn from) chain 0's stream."""
-    ss = generator.bit_generator.seed_seq
-    child = np.random.SeedSequence(entropy=ss.entropy, spawn_key=tuple(ss.spawn_key) + (2 ** 31,))
-    return int(child.generate_state(1, np.uint64)[0])
 
 
 def explore_options(sampler):
@@ -240,30 +234,36 @@ class RNSHMC(HMC):
         if guard_action not in ("retrain", "exact"):
             raise ValueError("guard_action must be 'retrain' or 'exact'")
         self.guard_action = guard_action
+        self._set_surrogate_options(potential.dim, surrogate, base, subspace)
+        self.subspace_points = check_int("subspace_points", subspace_points, 2)
+        self.n_hidden = (auto_hidden(potential.dim, self.subspace) if n_hidden == "auto"
+                         else n_hidden)
+        self._subspace_info = None
+
+    def _set_surrogate_options(self, dim, surrogate, base, subspace):
+        """Set ``surrogate``, ``base`` and ``subspace``, checked against each
+        other and the network's options (``activation``, ``standardize``)."""
         if surrogate is not None:
-            check_potential(surrogate, "surrogate", potential.dim)
+            check_potential(surrogate, "surrogate", dim)
         self.surrogate = surrogate
         if isinstance(base, str) and base != "laplace":
             raise ValueError(f'base must be None, "laplace" or a Potential, got {base!r}')
         if base is not None and surrogate is not None:
             raise ValueError("base and surrogate exclude each other: a given surrogate is used as is")
         if base is not None and not isinstance(base, str):
-            check_potential(base, "base", potential.dim)
+            check_potential(base, "base", dim)
         self.base = base
         if subspace is not None:
             subspace = check_int("subspace", subspace, 1)
-            if subspace > potential.dim:
-                raise ValueError(f"subspace must be <= dim = {potential.dim}, got {subspace}")
+            if subspace > dim:
+                raise ValueError(f"subspace must be <= dim = {dim}, got {subspace}")
             if surrogate is not None:
                 raise ValueError("subspace applies to a network trained here, not to a given "
                                  "surrogate")
-            if activation == "rbf" or standardize is False:
+            if self.activation == "rbf" or self.standardize is False:
                 raise ValueError("subspace needs additive nodes on standardised inputs (not "
                                  "activation='rbf' or standardize=False)")
         self.subspace = subspace
-        self.subspace_points = check_int("subspace_points", subspace_points, 2)
-        self.n_hidden = auto_hidden(potential.dim, subspace) if n_hidden == "auto" else n_hidden
-        self._subspace_info = None
 
     # -- the algorithm -----------------------------------------------------------
     default_chains = 1

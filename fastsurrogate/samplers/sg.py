@@ -17,10 +17,9 @@ rows are read in place through an index list (csrc/fs_glm.c,
 import numpy as np
 
 from ..core._sg import SGChain
-from ..core._hmc import new_trace
 from ..models._glm import GeneralizedLinearModel
-from ._base import Sampler, check_int, check_positive
-from ._base import check_flag, check_number
+from ._base import Sampler
+from ._checks import check_int, check_positive, check_flag
 
 __all__ = ["SGLD", "SGHMC"]
 

@@ -65,8 +65,8 @@ from ..core._potential import RecordingPotential
 from ..surrogates.laplace import laplace_approximation
 from ..surrogates.value_gradient import fit_value_gradient, predicted_acceptance
 from ..surrogates._network import RandomNetwork
-from ._base import warmup_windows, regularized_metric, check_int, check_number
-from .rns_hmc import surrogate_seed
+from ._chain import warmup_windows, regularized_metric, surrogate_seed
+from ._checks import check_int, check_number
 
 __all__ = ["SurrogatePolicy", "SurrogateNUTS", "cost_check", "check_surrogate"]
 

@@ -40,10 +40,9 @@ from ..core._potential import WeightedSum
 from ..surrogates._network import RandomNetwork
 from ..surrogates._online import SMWTrainer, ScoreMatchingHook
 from ..surrogates.laplace import LaplaceApproximation, laplace_approximation
-from ._base import check_int, check_positive, check_metric
-from ._base import check_flag, check_number
+from ._chain import surrogate_seed
+from ._checks import check_int, check_positive, check_metric, check_flag
 from .hmc import HMC
-from .rns_hmc import surrogate_seed
 from ._transitions import check_transitions, tune_transitions
 
 __all__ = ["VHMC", "training_curve", "default_n_hidden"]
