@@ -37,14 +37,14 @@ from .samplers import SGLD, SGHMC
 from . import surrogates
 from . import interop
 from . import plots          # matplotlib is imported only when a plot is made
-from .diagnostics import approximation, check_gradient
+from .diagnostics import approximation, check_gradient, SamplingWarning
 from .samplers._checkpoint import resume
 
 __version__ = "0.1.0.dev0"
 
 __all__ = ["Potential", "PotentialError", "TrainingError", "WeightedSum", "RecordingPotential",
            "Result", "HMC", "NUTS", "SurrogatePolicy", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "RMHMC", "RNSRMHMC", "SGLD", "SGHMC",
-           "sample", "check_gradient", "models", "surrogates", "diagnostics", "approximation", "datasets", "interop",
+           "sample", "check_gradient", "SamplingWarning", "models", "surrogates", "diagnostics", "approximation", "datasets", "interop",
            "get_include", "resume", "SAMPLERS"]
 
 

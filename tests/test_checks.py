@@ -61,3 +61,21 @@ def test_warnings_name_what_went_wrong():
     split = fs.HMC(well, step_size=0.05, n_steps=5, adapt=False).sample(
         300, 0, chains=2, seed=2, init=np.array([[-5.0, 0.0], [5.0, 0.0]]), progress=False)
     assert any("R-hat" in w for w in run_warnings(split))
+
+
+def test_sample_refuses_a_wrong_gradient_and_warns_after_a_poor_run():
+    flipped = fs.Potential.from_callable(lambda q: (0.5 * q @ q, -q), 3)
+    with pytest.raises(fs.diagnostics.GradientCheckError, match="wrong sign"):
+        fs.sample(flipped, "hmc", 10, 10, chains=1, progress=False)
+    logp = fs.Potential.from_callable(lambda q: (-0.5 * q @ q, -q), 3)
+    with pytest.raises(ValueError, match="log_density=True"):
+        fs.sample(logp, "nuts", 10, 10, chains=1, progress=False)
+    good = fs.Potential.from_callable(lambda q: (0.5 * q @ q, q), 3)
+    with pytest.warns(fs.diagnostics.SamplingWarning, match="ESS below"):
+        fs.sample(good, "nuts", 30, 30, chains=2, seed=1, progress=False, surrogate=False)
+    # warn=False: neither the check nor the warnings
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fs.diagnostics.SamplingWarning)
+        res = fs.sample(flipped, "hmc", 10, 10, chains=1, progress=False, warn=False)
+    assert res.draws.shape == (1, 10, 3)

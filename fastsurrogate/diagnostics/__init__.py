@@ -13,7 +13,8 @@
 from .mcmc import *          # noqa: F401,F403  (the public diagnostics)
 from .mcmc import __all__ as _mcmc_all
 from . import approximation
-from .checks import check_gradient, run_warnings, GradientCheck, GradientCheckError
+from .checks import (check_gradient, run_warnings, GradientCheck, GradientCheckError,
+                     SamplingWarning)
 
 __all__ = list(_mcmc_all) + ["approximation", "check_gradient", "run_warnings",
-                             "GradientCheck", "GradientCheckError"]
+                             "GradientCheck", "GradientCheckError", "SamplingWarning"]

@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["GradientCheck", "check_gradient", "run_warnings", "GradientCheckError"]
+__all__ = ["GradientCheck", "check_gradient", "run_warnings", "GradientCheckError",
+           "SamplingWarning", "check_gradient_before"]
+
+
+class SamplingWarning(RuntimeWarning):
+    """A run finished but its draws need care (:func:`run_warnings`)."""
 
 
 class GradientCheckError(ValueError):
@@ -145,7 +150,7 @@ def check_gradient(potential, q=None, *, n_points=3, n_directions=4, tol=1e-4, s
     >>> fs.check_gradient(pot).sign_flipped
     True
     """
-    from ..samplers._base import check_potential
+    from ..samplers._checks import check_potential
     potential = check_potential(potential)
     d = potential.dim
     rng = np.random.default_rng(seed)
@@ -190,6 +195,24 @@ def check_gradient(potential, q=None, *, n_points=3, n_directions=4, tol=1e-4, s
     flipped = opposite > 0 and same == 0
     return GradientCheck(points=points, relative_error=err, sign_flipped=flipped,
                          unbounded=_unbounded(potential, points, rng), tol=tol)
+
+
+def check_gradient_before(potential):
+    """The cheap check a sampler runs before sampling a Python potential (a
+    callable, a posteriordb model): one point, three directions; raises
+    :class:`GradientCheckError` with the verdict when it fails.  Compiled
+    models are checked by their own tests and skipped."""
+    from ..core._potential import CallbackPotential
+    if not isinstance(potential, CallbackPotential):
+        return
+    try:
+        found = check_gradient(potential, n_points=1, n_directions=3, tol=1e-3)
+    except GradientCheckError:
+        return           # no finite point to check at: the sampler says so itself
+    if not found.ok:
+        raise GradientCheckError(f"the potential's gradient check failed: {found.message()} "
+                                 "(fastsurrogate.check_gradient(potential) shows the "
+                                 "details; warn=False skips this check)")
 
 
 def run_warnings(res, rhat_max=1.01, min_ess_per_chain=100):

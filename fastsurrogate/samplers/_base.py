@@ -26,6 +26,7 @@ import numpy as np
 
 from ..core._hmc import new_trace, STATUS_INTERRUPTED
 from ..result import Result
+from ..diagnostics.checks import run_warnings, check_gradient_before, SamplingWarning
 from . import _checkpoint, _executors
 from ._chain import (Interrupted, chain_generators, initial_points, warmup_windows,
                      regularized_metric)
@@ -395,7 +396,7 @@ class Sampler:
 
     def sample(self, n_draws=1000, n_warmup=None, *, chains=None, seed=None, init=None,
                progress=True, keep_warmup=True, checkpoint=None, checkpoint_every=None,
-               resume=None, executor=None):
+               resume=None, executor=None, warn=True):
         """Run the chains.
 
         Parameters
@@ -415,14 +416,16 @@ class Sampler:
             Initial positions; default uniform on [-2, 2]^dim (Stan's).
         progress, keep_warmup : bool
             Show progress bars; keep the warm-up draws in ``result.warmup_draws``.
+        warn : bool
+            Refuse a Python potential whose gradient fails :func:`fastsurrogate.check_gradient`,
+            and warn after the run (``SamplingWarning``: R-hat, ESS, divergences, ...).
         checkpoint : str or os.PathLike, optional
             Save the run's state to this file (atomically: a versioned ``.npz``
             with a JSON header, no pickle) every ``checkpoint_every`` iterations of
             each chain, at a chunk boundary; after Ctrl-C or an exception it holds
             the last boundary, which ``resume=`` continues.
         checkpoint_every : int, optional
-            Iterations per chain between checkpoints (default 1000, or a quarter of
-            ``n_warmup + n_draws`` when that is under 4000, so that it writes some).
+            Iterations per chain between checkpoints (1000, or a quarter of a shorter run).
         resume : str, os.PathLike or Result, optional
             A checkpoint path: continue that run, its draws bit for bit the
             uninterrupted run's (call ``sample`` with the same sampler options and
@@ -438,12 +441,9 @@ class Sampler:
         Returns
         -------
         Result
-            ``draws`` (chains, n_draws, dim).  On Ctrl-C (in any phase, set-up and
-            training included): each chain's completed iterations, ``interrupted=True``,
-            ``draws`` NaN-padded where chains differ in length (``result.n_done``: each
-            chain's rows).  An exception of a potential, a trainer or a phase propagates
-            unchanged (a Python callback's own, even through WeightedSum or
-            RecordingPotential), with this partial Result as its ``result``.
+            ``draws`` (chains, n_draws, dim).  On Ctrl-C: each chain's completed rows
+            (``n_done``; NaN-padded), ``interrupted=True``.  An exception of a potential,
+            trainer or phase propagates unchanged with this partial Result as ``result``.
         """
         progress, keep_warmup = check_flag("progress", progress), check_flag("keep_warmup",
                                                                                keep_warmup)
@@ -451,8 +451,20 @@ class Sampler:
         n_warmup = check_int("n_warmup", self.default_warmup if n_warmup is None else n_warmup, 0)
         chains = check_int("chains", self.default_chains if chains is None else chains, 1)
         self.check_sizes(n_draws, n_warmup)
-        return self._sample(n_draws, n_warmup, chains, seed, init, progress, keep_warmup,
-                            checkpoint, checkpoint_every, resume, executor)
+        return self._checked(check_flag("warn", warn), n_draws, n_warmup, chains, seed, init,
+                             progress, keep_warmup, checkpoint, checkpoint_every, resume,
+                             executor)
+
+    def _checked(self, warn, *args):
+        """_sample(*args), with the gradient check before and the warnings
+        after it when ``warn``."""
+        if warn and args[-2] is None:                # not a resume
+            check_gradient_before(self.potential)
+        res = self._sample(*args)
+        if warn and not res.interrupted:
+            for message in run_warnings(res):
+                warnings.warn(message, SamplingWarning, stacklevel=3)
+        return res
 
     def _sample(self, n_draws, n_warmup, chains, seed, init, progress, keep_warmup,
                 checkpoint, checkpoint_every, resume, executor):

@@ -95,6 +95,7 @@ class NUTS(HMC):
 
     def phases(self, run):
         run.start()
+        run.info["max_tree_depth"] = self.max_tree_depth
         decision = self._surrogate_decision(run)
         if not decision["used"]:
             run.info["surrogate"] = decision
