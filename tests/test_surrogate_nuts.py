@@ -1,6 +1,7 @@
 """Surrogate-driven NUTS: the value-and-gradient fit against a NumPy
 reference, and the sampler as a distribution (exact for any surrogate)."""
-import multiprocessing
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -191,7 +192,6 @@ def test_a_surrogate_that_never_reaches_min_accept_leaves_exact_nuts():
     assert info["surrogate_share"] == 0.0
     # fits were tried only as the data doubled: a bounded number
     assert 1 <= len(info["fits"]) <= 1 + np.log2(20 * 1023)
-    assert not np.any(res.stats["judge_evaluated"] == 0) or True
     _check_moments(res.draws, mean, cov)
 
 
@@ -205,13 +205,6 @@ def test_surrogate_nuts_reproduces_posteriordb_references(data_dir, cls):
     compare_to_reference(res, ref)
 
 
-def _spin(seconds):
-    t = time.perf_counter()
-    x = 0.0
-    while time.perf_counter() - t < seconds:
-        x += 1.0
-
-
 def test_same_seed_same_draws_on_a_busy_machine():
     X, y, _ = fs.datasets.simulate_logistic(n=3000, d=5, seed=2)
     model = fs.models.LogisticRegression(X, y, prior_sd=10.0)
@@ -220,13 +213,16 @@ def test_same_seed_same_draws_on_a_busy_machine():
         return fs.NUTS(model, surrogate=True).sample(300, 300, chains=2, seed=9,
                                                      progress=False)
     quiet = run()
-    busy = multiprocessing.get_context("spawn").Process(target=_spin, args=(30.0,))
-    busy.start()
+    # another process keeps a core busy (a bare interpreter: it spins at once)
+    busy = subprocess.Popen([sys.executable, "-c",
+                             "import time\nt = time.time()\nwhile time.time() - t < 60: pass"])
     try:
+        time.sleep(0.2)
+        assert busy.poll() is None
         loaded = run()
     finally:
-        busy.terminate()
-        busy.join()
+        busy.kill()
+        busy.wait()
     assert quiet.info["surrogate"]["used"]
     np.testing.assert_array_equal(quiet.draws, loaded.draws)
     assert quiet.info["surrogate"]["exact_calls"] == loaded.info["surrogate"]["exact_calls"]
@@ -255,3 +251,22 @@ def test_the_result_says_what_ran():
     assert back.surrogate_report() == rep
     q = res.draws[0, -1]
     assert back.surrogate.value(q) == pytest.approx(res.surrogate.value(q), rel=1e-14)
+
+
+def test_surrogate_true_refuses_what_it_cannot_do():
+    from concurrent.futures import ProcessPoolExecutor
+    target, _, _ = _correlated_gaussian(d=3)
+    with pytest.raises(ValueError, match="at least two blocks"):
+        fs.NUTS(target, surrogate=True).sample(10, 20, chains=1, progress=False)
+    with pytest.raises(ValueError, match="checkpoint"):
+        fs.NUTS(target, surrogate=True).sample(10, 100, chains=1, progress=False,
+                                               checkpoint="unused.npz")
+    with ProcessPoolExecutor(1) as ex:
+        with pytest.raises(ValueError, match="in this process"):
+            fs.NUTS(target, surrogate=True).sample(10, 100, chains=1, progress=False,
+                                                   executor=ex)
+    # "auto" runs exact NUTS there, and says why
+    with ProcessPoolExecutor(1) as ex:
+        res = fs.NUTS(target).sample(10, 100, chains=1, progress=False, executor=ex, warn=False)
+    assert res.info["surrogate"] == {"used": False,
+                                     "decided_by": "an executor outside this process"}

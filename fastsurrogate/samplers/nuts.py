@@ -77,17 +77,27 @@ class NUTS(HMC):
                     "for a checkpointed run")
         return None
 
+    def check_sizes(self, n_draws, n_warmup):
+        if self.surrogate is True and n_warmup < 2 * self.policy.block:
+            raise ValueError(f"surrogate=True needs a warm-up of at least two blocks "
+                             f"({2 * self.policy.block} iterations), got {n_warmup}")
+
     def _surrogate_decision(self, run):
         """Whether this run drives its trees with a surrogate, and why."""
         if self.surrogate is False:
             return {"used": False, "decided_by": "surrogate=False"}
+        remote = run.executor is not None and not _threads(run.executor)
         if self.surrogate is True:
+            if remote:
+                raise ValueError("surrogate=True runs its chains in this process (its pooled "
+                                 "fits need them between blocks): pass executor=None or a "
+                                 "ThreadPoolExecutor")
             return {"used": True, "decided_by": "surrogate=True"}
         if not (self.adapt and isinstance(self.metric, str)):
             return {"used": False, "decided_by": "a fixed metric or adapt=False"}
         if run.checkpoint is not None:
             return {"used": False, "decided_by": "checkpoint="}
-        if run.executor is not None and not _threads(run.executor):
+        if remote:
             return {"used": False, "decided_by": "an executor outside this process"}
         if run.n_warmup < 2 * self.policy.block:
             return {"used": False, "decided_by": "a warm-up shorter than two blocks"}
