@@ -1,5 +1,6 @@
 /* fs_hmc.c: leapfrog, HMC transitions (with delayed acceptance), the chain
  * loop, dual averaging and the initial step-size heuristic. */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -384,17 +385,21 @@ int fs_hmc_find_step_size(const fs_hmc_config *cfg, const fs_potential *drive,
     const double log08 = log(0.8);
     double eps = cfg->step_size, dh;
     int direction, status, iter;
-    if (!(eps > 0.0) || eps > 1e7) return FS_EINVAL;
+    if (!(eps > 0.0) || !fs_isfinite(eps)) return FS_EINVAL;
     status = one_step_delta_h(cfg, eps, drive, judge, rng, cur, work, &dh);
     if (status != FS_OK) return status;
     direction = dh > log08 ? 1 : -1;
-    for (iter = 0; iter < 200; iter++) {
+    /* as Stan's init_stepsize: double while a step is accepted more often
+       than 0.8 (up to 1e7: beyond, the posterior is flat), halve while less
+       (down to the smallest normal double); 2200 halvings or doublings span
+       any finite start, 1e-300 and 1e300 included */
+    for (iter = 0; iter < 2200; iter++) {
         status = one_step_delta_h(cfg, eps, drive, judge, rng, cur, work, &dh);
         if (status != FS_OK) return status;
         if (direction == 1 && !(dh > log08)) break;
         if (direction == -1 && !(dh < log08)) break;
+        if (direction == 1 ? eps > 1e7 : eps < DBL_MIN) break;
         eps = direction == 1 ? 2.0 * eps : 0.5 * eps;
-        if (eps > 1e7 || eps < 1e-12) break;
     }
     *step_size = eps;
     return FS_OK;

@@ -193,3 +193,19 @@ def test_nuts_reproduces_reference_posterior(data_dir, cls, n_warmup, n_draws):
     assert np.all(diagnostics.rhat(res.draws) < 1.01)
     assert res.stats["divergent"].mean() < 0.01
     compare_to_reference(res, cls.reference_draws(data_dir))
+
+
+@pytest.mark.parametrize("step_size", [1e-50, 1e-300, 1e300])
+@pytest.mark.parametrize("method", ["hmc", "nuts"])
+def test_the_step_size_search_recovers_from_an_absurd_start(method, step_size):
+    """Stan's heuristic doubles or halves from any finite start (the search
+    used to stop doubling at 1e-12, leaving a chain that never moved, and to
+    refuse a start above 1e7)."""
+    target = fs.models.StandardNormal(3)
+    kw = {} if method == "hmc" else {"surrogate": False}
+    res = fs.sample(target, method, 1000, 300, chains=2, seed=1, progress=False,
+                    step_size=step_size, warn=False, **kw)
+    assert np.all((res.step_size > 0.1) & (res.step_size < 5.0))
+    flat = res.draws.reshape(-1, 3)
+    z = (flat.std(axis=0) - 1.0) / fs.diagnostics.mcse_sd(res.draws)
+    assert np.all(np.abs(z) < 4.0), z
