@@ -37,6 +37,18 @@ def test_a_wrong_gradient_is_caught_at_its_size():
     assert "disagrees" in c.message()
 
 
+def test_a_gradient_off_by_a_factor_in_one_coordinate_is_caught():
+    def f(q):
+        g = q.copy()
+        g[2] *= 3.0
+        return 0.5 * q @ q, g
+    pot = fs.Potential.from_callable(f, 4)
+    c = check_gradient(pot)
+    assert not c.ok and not c.sign_flipped and "disagrees" in c.message()
+    with pytest.raises(fs.diagnostics.GradientCheckError, match="disagrees"):
+        fs.sample(pot, n_draws=10, n_warmup=10, chains=1, progress=False)
+
+
 def test_check_gradient_refuses_bad_points():
     with pytest.raises(ValueError, match="q must have shape"):
         check_gradient(_quadratic(), q=np.zeros(3))

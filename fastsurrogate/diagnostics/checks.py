@@ -199,14 +199,21 @@ def check_gradient(potential, q=None, *, n_points=3, n_directions=4, tol=1e-4, s
 
 def check_gradient_before(potential):
     """The cheap check a sampler runs before sampling a Python potential (a
-    callable, a posteriordb model): one point, three directions; raises
-    :class:`GradientCheckError` with the verdict when it fails.  Compiled
-    models are checked by their own tests and skipped."""
+    callable, a JAX or PyMC model, a posteriordb model): one point, three
+    directions; raises :class:`GradientCheckError` with the verdict when it
+    fails.  Compiled models are checked by their own tests and skipped.
+
+    It refuses only a relative error above 1e-2 (a wrong sign, log p passed
+    as U, a term missing or a coordinate off by a factor): the gradient of a
+    model that runs an adaptive ODE solver is the gradient of the discrete
+    solution, and central differences of its value see the step-size
+    controller's jumps (a relative error of about 1e-3 in the Lotka-Volterra
+    example of docs/examples), which is no reason to refuse it."""
     from ..core._potential import CallbackPotential
     if not isinstance(potential, CallbackPotential):
         return
     try:
-        found = check_gradient(potential, n_points=1, n_directions=3, tol=1e-3)
+        found = check_gradient(potential, n_points=1, n_directions=3, tol=1e-2)
     except GradientCheckError:
         return           # no finite point to check at: the sampler says so itself
     if not found.ok:

@@ -16,11 +16,21 @@ its library only when used:
 ``mici_system(potential)``  a mici Hamiltonian system; module ``interop.mici``
 ==========================  ====================================================
 
+And the other way, models written in those libraries as Potentials:
+
+==========================  ====================================================
+``from_jax(fn, example)``   a JAX log density over a pytree, compiled once
+                            (``Potential.from_jax``); module ``interop._jax_model``
+``from_pymc(model)``        a PyMC model's unconstrained log density, compiled by
+                            PyTensor (``Potential.from_pymc``); module
+                            ``interop._pymc_model``
+==========================  ====================================================
+
 C and Cython code can call a Potential with no Python in the loop: see the
 ``potential_v1`` capsule and ``fastsurrogate.get_include()``.
 """
 
-__all__ = ["to_jax", "to_pytensor", "mici_system"]
+__all__ = ["to_jax", "to_pytensor", "mici_system", "from_jax", "from_pymc"]
 
 
 def __getattr__(name):
@@ -31,6 +41,12 @@ def __getattr__(name):
     if name == "to_pytensor":
         from .pymc import to_pytensor
         return to_pytensor
+    if name == "from_jax":
+        from ._jax_model import from_jax
+        return from_jax
+    if name == "from_pymc":
+        from ._pymc_model import from_pymc
+        return from_pymc
     if name == "mici_system":
         from .mici import mici_system
         return mici_system
