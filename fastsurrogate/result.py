@@ -287,9 +287,12 @@ class Result:
         ----------
         dims : dict, optional
             Variable name -> list of dimension names, e.g.
-            ``{"beta": ["feature"]}`` (after ``rename``).
+            ``{"beta": ["feature"]}`` (after ``rename``).  Default: the
+            potential's ``arviz_dims`` when it has them (a PyMC model's
+            dims, ``Potential.from_pymc``), else ``name_dim_0``, ....
         coords : dict, optional
-            Dimension name -> coordinate values, e.g. ``{"feature": names}``.
+            Dimension name -> coordinate values, e.g. ``{"feature": names}``;
+            default the potential's ``arviz_coords`` when it has them.
         rename : dict, optional
             Old variable name -> new one, e.g. ``{"q": "beta"}`` for a
             Potential whose parameters are the default ``q[0], q[1], ...``.
@@ -314,8 +317,13 @@ class Result:
         rename = dict(rename or {})
         posterior, auto_dims, auto_coords = _gather_vectors(
             self._constrain(draws, block=(kept, draws.shape[1])), rename)
-        dims = {**auto_dims, **dict(dims or {})}
+        # the potential's own dims and coords (a PyMC model's), then the caller's
+        pot_dims = {rename.get(k, k): list(v) for k, v in
+                    (getattr(self.potential, "arviz_dims", None) or {}).items()
+                    if rename.get(k, k) in posterior}
+        dims = {**auto_dims, **pot_dims, **dict(dims or {})}
         used = {d for ds in dims.values() for d in ds}
+        auto_coords = {**auto_coords, **(getattr(self.potential, "arviz_coords", None) or {})}
         coords = {**{k: v for k, v in auto_coords.items() if k in used}, **dict(coords or {})}
         kw = dict(posterior=posterior, sample_stats=self._arviz_stats(stats),
                   dims=dims, coords=coords,
@@ -469,6 +477,9 @@ class DetachedPotential:
         self.param_names = list(potential.param_names)
         self.kind = type(potential).__name__
         self.had_constrain = has_transform(potential)
+        # a PyMC model's dims and coords, for to_arviz
+        self.arviz_dims = getattr(potential, "arviz_dims", None)
+        self.arviz_coords = getattr(potential, "arviz_coords", None)
         self._kept = {}
         if self.had_constrain and result is not None:
             for source, draws in (("draws", result.draws), ("warmup", result.warmup_draws)):

@@ -1104,3 +1104,11 @@ def test_bad_input_is_refused_with_a_clear_error(call, exc, fragment):
     with pytest.raises(exc, match=re.escape(fragment)):
         call()
     assert F.calls == 0, "the potential was evaluated before the input was refused"
+
+
+@pytest.mark.parametrize("flag", ["thread_safe", "log_density"])
+@pytest.mark.parametrize("bad", ["no", 1, None])
+def test_callback_flags_must_be_booleans(flag, bad):
+    """thread_safe="no" used to be taken as True (issue 40, failure path 7)."""
+    with pytest.raises(TypeError, match=f"{flag} must be True or False"):
+        fs.Potential.from_callable(lambda q: (0.5 * q @ q, q), 2, **{flag: bad})

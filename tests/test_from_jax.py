@@ -13,6 +13,7 @@ import pytest
 import fastsurrogate as fs
 from fastsurrogate import diagnostics
 from fastsurrogate.models import posteriordb as pdb
+from test_posteriordb_hmc import compare_to_reference
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
@@ -133,17 +134,6 @@ def scalar_draws(constrained):
             for i in range(x.shape[2]):
                 out[f"{name}[{i + 1}]"] = x[:, :, i]
     return out
-
-
-def compare_to_reference(draws, ref, n_se=4.0):
-    bad = []
-    for name, r in ref.items():
-        x, r = np.asarray(draws[name]), np.asarray(r)
-        zm = (x.mean() - r.mean()) / np.hypot(diagnostics.mcse_mean(x), diagnostics.mcse_mean(r))
-        zs = (x.std() - r.std()) / np.hypot(diagnostics.mcse_sd(x), diagnostics.mcse_sd(r))
-        if abs(zm) > n_se or abs(zs) > n_se:
-            bad.append((name, round(float(zm), 2), round(float(zs), 2)))
-    assert not bad, f"(name, z of mean, z of sd) outside {n_se} MCSE: {bad}"
 
 
 def build(name, data_dir):

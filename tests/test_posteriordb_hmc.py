@@ -8,8 +8,9 @@ from fastsurrogate.models import posteriordb as pdb
 
 
 def compare_to_reference(res, ref, n_se=4.0):
-    """Means and sds of every constrained quantity within n_se combined MCSE."""
-    draws = res.constrained()
+    """Means and sds of every constrained quantity within n_se combined MCSE;
+    ``res`` is a Result or a dict name -> (chains, draws)."""
+    draws = res if isinstance(res, dict) else res.constrained()
     bad = []
     for name, r in ref.items():
         x = np.asarray(draws[name])

@@ -4,10 +4,10 @@ HMC chain loop in C (``Chain``), the Riemannian metrics of RMHMC (``Metric``:
 ``FisherMetric``, ``SoftAbsMetric``, ``CallableMetric``), and the BLAS table
 the C code calls."""
 from ._potential import (Potential, PotentialError, TrainingError, WeightedSum,
-                         RecordingPotential)
+                         RecordingPotential, CFunctionPotential)
 from ._hmc import Chain, new_trace
 from ._rmhmc import Metric, FisherMetric, SoftAbsMetric, CallableMetric
 
 __all__ = ["Potential", "PotentialError", "TrainingError", "WeightedSum",
-           "RecordingPotential", "Chain", "new_trace", "Metric", "FisherMetric",
+           "RecordingPotential", "CFunctionPotential", "Chain", "new_trace", "Metric", "FisherMetric",
            "SoftAbsMetric", "CallableMetric"]

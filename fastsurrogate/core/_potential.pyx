@@ -4,6 +4,8 @@ exceptions FS_* status codes become (PotentialError, TrainingError)."""
 
 from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.string cimport memcpy
+from libc.stdlib cimport malloc, free
+from libc.math cimport INFINITY, NAN
 
 import numpy as np
 
@@ -325,6 +327,72 @@ cdef class Potential:
         out.thread_safe = isinstance(keep_alive, Potential) and (<Potential>keep_alive).thread_safe
         return out
 
+    @staticmethod
+    def from_pymc(model, **kwargs):
+        """The log density of a PyMC model as a Potential on its unconstrained space.
+
+        U(q) = -log p(q), where ``q`` (shape ``(dim,)``) is the model's value
+        variables after their transforms (``tau_log__``, ...), flattened and
+        concatenated in the order of ``model.free_RVs``; the log-Jacobians of
+        the transforms are included.  Value and gradient are one graph
+        compiled once by PyTensor.
+
+        Parameters
+        ----------
+        model : pymc.Model
+            A model whose free variables are all continuous.
+        backend : {"numba", "python"}
+            "numba" (default): PyTensor's numba backend behind a numba
+            ``cfunc`` that the C chain loop calls without the GIL; the
+            Potential is thread-safe, so chains in threads run in parallel.
+            "python": a callback through PyTensor's C backend (holds the GIL;
+            chains run one at a time).
+        value_function : bool
+            Also compile log p without its gradient (default True), for the
+            callers that need U only (surrogate samplers' exact tests).
+
+        Returns
+        -------
+        Potential
+            With ``param_names`` (``mu``, ``tau_log__``, ``theta[0]``, ...),
+            ``constrain(q)`` (``(..., dim)`` -> dict of the free variables and
+            Deterministics on their own scale, shapes ``(..., *shape)``),
+            ``reference_names``, ``arviz_dims`` / ``arviz_coords`` (from the
+            model's dims and coords, used by ``Result.to_arviz``),
+            ``initial_point()`` and ``model``.
+
+        See :func:`fastsurrogate.interop._pymc_model.from_pymc` for the
+        details.
+
+        Examples
+        --------
+        >>> import pymc as pm, fastsurrogate as fs             # doctest: +SKIP
+        >>> with pm.Model() as model:                          # doctest: +SKIP
+        ...     mu = pm.Normal("mu")
+        ...     pm.Normal("y", mu, 1.0, observed=[0.1, -0.3])
+        >>> pot = fs.Potential.from_pymc(model)                # doctest: +SKIP
+        >>> res = fs.sample(pot)                               # doctest: +SKIP
+        """
+        from fastsurrogate.interop._pymc_model import from_pymc
+        return from_pymc(model, **kwargs)
+
+    @staticmethod
+    def from_jax(logdensity_fn, example, **kwargs):
+        """A JAX log density as a Potential: see ``fastsurrogate.interop.from_jax``.
+
+        Parameters
+        ----------
+        logdensity_fn : callable
+            A JAX function ``params -> log density`` (a scalar).
+        example : pytree
+            Parameters of the right structure, shapes and dtypes (their values
+            are not used beyond that); ``q`` is the flattened pytree.
+        **kwargs
+            Passed on to ``fastsurrogate.interop.from_jax``.
+        """
+        from fastsurrogate.interop._jax_model import from_jax
+        return from_jax(logdensity_fn, example, **kwargs)
+
     def __repr__(self):
         return f"<{type(self).__name__} dim={self.pot.dim}>"
 
@@ -348,6 +416,23 @@ cdef object _take_error(obj, int depth):
             if err is not None:
                 return err
     return None
+
+
+def _checked_dim_and_names(dim, names):
+    """names as a list of str (or None), after checking dim and them."""
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"dim must be a positive integer, got {type(dim).__name__}")
+    if dim < 1 or dim > MAX_DIM:
+        raise ValueError(f"dim must be in 1..{MAX_DIM}, got {dim!r}")
+    if names is not None:
+        names = [str(n) for n in names]
+        if len(names) != dim:
+            raise ValueError(f"names has {len(names)} entries; expected dim = {dim}")
+        twice = sorted(repeated(names))
+        if twice:
+            raise ValueError(f"names repeat {twice}: each parameter needs its own name "
+                             "(summaries and ArviZ key the draws by name)")
+    return names
 
 
 cdef int _callback_eval(void *state, const double *q, double *value,
@@ -387,18 +472,10 @@ cdef class CallbackPotential(Potential):
             raise TypeError(f"f must be callable, got {type(f).__name__}")
         if value is not None and not callable(value):
             raise TypeError(f"value must be callable or None, got {type(value).__name__}")
-        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
-            raise TypeError(f"dim must be a positive integer, got {type(dim).__name__}")
-        if dim < 1 or dim > MAX_DIM:
-            raise ValueError(f"dim must be in 1..{MAX_DIM}, got {dim!r}")
-        if names is not None:
-            names = [str(n) for n in names]
-            if len(names) != dim:
-                raise ValueError(f"names has {len(names)} entries; expected dim = {dim}")
-            twice = sorted(repeated(names))
-            if twice:
-                raise ValueError(f"names repeat {twice}: each parameter needs its own name "
-                                 "(summaries and ArviZ key the draws by name)")
+        names = _checked_dim_and_names(dim, names)
+        for flag, v in (("log_density", log_density), ("thread_safe", thread_safe)):
+            if not isinstance(v, (bool, np.bool_)):
+                raise TypeError(f"{flag} must be True or False, got {v!r}")
         self._fn = f
         self._value_fn = value
         self._sign = -1.0 if log_density else 1.0
@@ -456,6 +533,194 @@ cdef class CallbackPotential(Potential):
         except BaseException as e:
             self._error = e
             return FS_ECALLBACK
+
+
+# -- a potential behind a C function pointer ------------------------------------
+
+ctypedef int (*fs_logdensity_cfn)(void *user_data, const double *q, double *logp,
+                                  double *grad) noexcept nogil
+ctypedef int (*fs_logdensity_value_cfn)(void *user_data, const double *q,
+                                        double *logp) noexcept nogil
+
+cdef struct fs_cfn_state:
+    fs_logdensity_cfn fn
+    fs_logdensity_value_cfn value_fn
+    void *user_data
+    double sign
+    int dim
+
+# Gradients of up to this many doubles go on the trampoline's stack when the
+# caller asks for the value only; larger ones get a buffer per call.
+cdef enum:
+    _CFN_STACK = 256
+
+
+cdef int _cfn_eval(void *state, const double *q, double *value,
+                   double *grad) noexcept nogil:
+    """fs_potential_fn of CFunctionPotential: no GIL, no shared scratch."""
+    cdef fs_cfn_state *st = <fs_cfn_state *>state
+    cdef double lp = 0.0
+    cdef double stack_g[_CFN_STACK]
+    cdef double *g = grad
+    cdef int i, rc
+    if grad == NULL and st.value_fn != NULL:
+        rc = st.value_fn(st.user_data, q, &lp)
+        if value != NULL:
+            value[0] = st.sign * lp if rc == 0 else INFINITY
+        return FS_OK
+    if grad == NULL:
+        if st.dim <= _CFN_STACK:
+            g = stack_g
+        else:
+            g = <double *>malloc(st.dim * sizeof(double))
+            if g == NULL:
+                return FS_ENOMEM
+    rc = st.fn(st.user_data, q, &lp, g)
+    if grad == NULL and g != stack_g:
+        free(g)
+    if rc != 0:
+        # a failure inside the function (a Cholesky of a matrix that is not
+        # positive definite, ...): a point of zero density, i.e. a divergence
+        if value != NULL:
+            value[0] = INFINITY
+        if grad != NULL:
+            for i in range(st.dim):
+                grad[i] = NAN
+        return FS_OK
+    if value != NULL:
+        value[0] = st.sign * lp
+    if grad != NULL and st.sign != 1.0:
+        for i in range(st.dim):
+            grad[i] = st.sign * grad[i]
+    return FS_OK
+
+
+_ADDR_LIMIT = 2 ** (8 * np.dtype(np.uintp).itemsize)
+
+
+def _address(obj, what):
+    """An integer C address from an int or an object with ``.address`` (a
+    numba ``cfunc``)."""
+    addr = getattr(obj, "address", obj)
+    if isinstance(addr, bool) or not isinstance(addr, (int, np.integer)):
+        raise TypeError(f"{what} must be an integer address or an object with an "
+                        f"integer .address (a numba cfunc), got {type(obj).__name__}")
+    addr = int(addr)
+    if addr <= 0 or addr >= _ADDR_LIMIT:
+        raise ValueError(f"{what} must be a non-null address, got {addr:#x}")
+    return addr
+
+
+cdef class CFunctionPotential(Potential):
+    """A Potential behind a C function pointer that computes log p and its gradient.
+
+    The C chain loop calls the function directly, without the GIL, so a
+    thread-safe function (one that keeps no state between calls, e.g. a
+    numba ``cfunc``) lets chains in threads run in parallel.  This is what
+    :meth:`Potential.from_pymc` builds on.
+
+    Parameters
+    ----------
+    address : int or object with ``.address``
+        Address of ``int fn(void *user_data, const double *q, double *logp,
+        double *grad)``: it reads ``q`` (``dim`` doubles), writes log p(q) to
+        ``*logp`` and its gradient (``dim`` doubles) to ``grad`` (both
+        pointers are always valid), and returns 0.  A nonzero return means
+        the density could not be computed at ``q``: the potential reports
+        U = +inf and a NaN gradient, which samplers treat as a divergence.
+        With numba: ``numba.cfunc(numba.types.int32(numba.types.voidptr,
+        numba.types.CPointer(numba.types.float64), ...))``; its object can be
+        passed directly (its ``.address`` is read, and it is kept alive).
+    dim : int
+        Number of parameters.
+    user_data : int, optional
+        Address passed as the first argument (default 0, NULL).
+    value_address : int or object with ``.address``, optional
+        ``int fn(void *user_data, const double *q, double *logp)``: log p
+        only, used when a caller needs U without its gradient (the exact
+        Metropolis test of surrogate samplers).  Without it such calls
+        compute the gradient into scratch memory of their own and drop it.
+    log_density : bool
+        True (default): the functions return log p, and U = -log p.  False:
+        they return U and dU/dq directly.
+    thread_safe : bool
+        Whether the function may run in several threads at once (default
+        True).  Say False for a function that keeps state between calls.
+    names : sequence of str, optional
+        Parameter names, length ``dim``.
+    keep_alive : object, optional
+        Kept referenced as long as the Potential lives: whatever owns the
+        code and the memory the pointers point into.
+
+    Notes
+    -----
+    An evaluation never enters Python: the trampoline calls the function,
+    negates log p into U (and the gradient with it), and returns FS_OK.
+    When the caller asks for U only and there is no ``value_address``, the
+    gradient goes to a buffer of the call's own (the stack up to 256
+    parameters, else ``malloc``), so concurrent calls share nothing.  The
+    pointers cannot be pickled: neither can this Potential (a subclass may
+    rebuild itself, as the PyMC potential does from its model).
+
+    Examples
+    --------
+    >>> import numba, numpy as np, fastsurrogate as fs      # doctest: +SKIP
+    >>> from numba import types as t
+    >>> sig = t.int32(t.voidptr, t.CPointer(t.float64), t.CPointer(t.float64),
+    ...               t.CPointer(t.float64))
+    >>> @numba.cfunc(sig)
+    ... def std_normal(user, q, logp, grad):
+    ...     s = 0.0
+    ...     for i in range(3):
+    ...         s += q[i] * q[i]
+    ...         grad[i] = -q[i]
+    ...     logp[0] = -0.5 * s
+    ...     return 0
+    >>> from fastsurrogate.core._potential import CFunctionPotential
+    >>> pot = CFunctionPotential(std_normal, 3)
+    >>> pot.value(np.ones(3))
+    1.5
+    """
+
+    cdef fs_cfn_state st
+    cdef object _names
+
+    def __init__(self, address, dim, *, user_data=0, value_address=None,
+                 log_density=True, thread_safe=True, names=None, keep_alive=None):
+        if self.pot.eval != NULL:
+            raise TypeError("CFunctionPotential is already initialised")
+        fn = _address(address, "address")
+        vfn = None if value_address is None else _address(value_address, "value_address")
+        if isinstance(user_data, bool) or not isinstance(user_data, (int, np.integer)) \
+                or user_data < 0 or user_data >= _ADDR_LIMIT:
+            raise TypeError(f"user_data must be an integer address (or 0), got {user_data!r}")
+        names = _checked_dim_and_names(dim, names)
+        self._names = names
+        self.st.fn = <fs_logdensity_cfn><size_t>fn
+        self.st.value_fn = NULL if vfn is None else <fs_logdensity_value_cfn><size_t>vfn
+        self.st.user_data = <void *><size_t>int(user_data)
+        self.st.sign = -1.0 if log_density else 1.0
+        self.st.dim = <int>dim
+        self._keep = (address, value_address, keep_alive)
+        self.pot.dim = <int>dim
+        self.pot.state = &self.st
+        self.pot.eval = _cfn_eval
+        self.thread_safe = bool(thread_safe)
+
+    @property
+    def param_names(self):
+        if self._names is not None:
+            return list(self._names)
+        return Potential.param_names.__get__(self)
+
+    @property
+    def keep_alive(self):
+        """The ``keep_alive`` object given to the constructor."""
+        return self._keep[2] if self._keep is not None else None
+
+    def __reduce__(self):
+        raise TypeError(f"{type(self).__name__} holds C function pointers, which do not "
+                        "pickle; rebuild it in the other process")
 
 
 cdef class WeightedSum(Potential):

@@ -59,6 +59,7 @@ import warnings
 from dataclasses import dataclass, asdict
 
 import numpy as np
+import scipy.optimize as so
 
 from ..core._hmc import Chain
 from ..core._potential import RecordingPotential
@@ -259,13 +260,14 @@ class SurrogateNUTS:
         if self.policy.laplace:
             with run.phase("laplace"), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
+                start = self._best_mode(q0)
                 try:
-                    self.laplace = laplace_approximation(self.potential, q0[0], hessian="fd",
+                    self.laplace = laplace_approximation(self.potential, start, hessian="fd",
                                                          maxiter=1000)
                 except (ValueError, ArithmeticError, np.linalg.LinAlgError):
                     self.laplace = None
             if self.laplace is not None:
-                self.exact_calls["laplace"] = int(self.laplace.info.get("n_evaluations", 0))
+                self.exact_calls["laplace"] += int(self.laplace.info.get("n_evaluations", 0))
                 ok = self.laplace.info.get("optimizer", {})
                 if isinstance(ok, dict) and ok.get("success") is False and \
                         not np.all(np.isfinite(self.laplace.cov)):
@@ -280,6 +282,37 @@ class SurrogateNUTS:
                 if np.isfinite(u) and np.all(np.isfinite(g)):
                     ctx.q0 = q
         self.metric0 = metric
+
+    def _best_mode(self, q0):
+        """The lowest-U end of L-BFGS runs from every chain's start.
+
+        One optimisation from one start can end in a minor mode (an ODE
+        posterior whose trajectory misses the data has one, with a large
+        noise scale), and every chain would start there; the chains' own
+        starts, as Stan draws them, find the main mode when any does.  Their
+        calls count as the Laplace phase's."""
+        if q0.shape[0] == 1:
+            return q0[0]
+        calls = [0]
+
+        def fun(q):
+            calls[0] += 1
+            u, g = self.potential.value_and_grad(q)
+            if not (np.isfinite(u) and np.all(np.isfinite(g))):
+                return np.inf, np.zeros_like(q)
+            return u, g
+
+        best, best_u = q0[0], np.inf
+        for q in q0:
+            try:
+                res = so.minimize(fun, q, jac=True, method="L-BFGS-B",
+                                  options=dict(maxiter=1000))
+            except (ValueError, ArithmeticError, np.linalg.LinAlgError):
+                continue
+            if np.isfinite(res.fun) and res.fun < best_u:
+                best, best_u = np.asarray(res.x, dtype=np.float64), float(res.fun)
+        self.exact_calls["laplace"] += calls[0]
+        return best
 
     def _exact_chain(self, ctx, st, q, step, inv_metric):
         s = self.sampler
@@ -362,7 +395,7 @@ class SurrogateNUTS:
                 with ctx.phase("warmup"):
                     ctx.run_span(ctx.chain, ctx.warm, a, b, "warmup")
             run.each_chain(block, end - start_row, f"warm-up {end}/{n}")
-            self._decide(run, start_row, end)
+            self._decide(run, start_row, end, final=end == ends[-1])
             if end in windows:
                 for ctx in run.ctxs:
                     self._update_metric(ctx, window_start, end)
@@ -389,8 +422,10 @@ class SurrogateNUTS:
         self._search_step(ctx)
         ctx.chain.start_adaptation(self.sampler.target_accept)
 
-    def _decide(self, run, a, b):
-        """After rows a..b of every chain: watch each chain, then fit."""
+    def _decide(self, run, a, b, final=False):
+        """After rows a..b of every chain: watch each chain, then fit.  After
+        the last block a chain whose last block was exact (V failed it just
+        before) stays exact for the sampling."""
         pol = self.policy
         new_data = False
         for ctx in run.ctxs:
@@ -405,7 +440,7 @@ class SurrogateNUTS:
                     self._switch(ctx, "exact")      # one exact block, recorded
             else:
                 new_data |= st.take_block()
-                if self.V is not None:
+                if self.V is not None and not final:
                     self._switch(ctx, "surrogate")  # back to V after it
         if new_data and (self.V is None or b <= self.last_refit_row):
             self._fit(run, b)
