@@ -91,3 +91,25 @@ def test_sample_refuses_a_wrong_gradient_and_warns_after_a_poor_run():
         warnings.simplefilter("error", fs.diagnostics.SamplingWarning)
         res = fs.sample(flipped, "hmc", 10, 10, chains=1, progress=False, warn=False)
     assert res.draws.shape == (1, 10, 3)
+
+
+def test_a_c_function_potential_is_checked_before_sampling():
+    """A PyMC model (or any C function given by address) is checked too:
+    a numba cfunc that returns U where log p is expected is refused."""
+    numba = pytest.importorskip("numba")
+    from numba import types
+    from fastsurrogate.core import CFunctionPotential
+
+    sig = types.int32(types.voidptr, types.CPointer(types.float64),
+                      types.CPointer(types.float64), types.CPointer(types.float64))
+
+    @numba.cfunc(sig, nopython=True)
+    def u_not_logp(user, q, logp, grad):
+        logp[0] = 0.5 * (q[0] * q[0] + q[1] * q[1])     # U, but read as log p
+        grad[0] = q[0]
+        grad[1] = q[1]
+        return 0
+
+    pot = CFunctionPotential(u_not_logp, 2)
+    with pytest.raises(fs.diagnostics.GradientCheckError, match="log_density=True"):
+        fs.sample(pot, n_draws=10, n_warmup=10, chains=1, progress=False)

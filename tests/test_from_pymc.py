@@ -331,11 +331,11 @@ def gp_regr(d):
 
 # posterior -> (PyMC model, n_warmup, n_draws): tests/test_nuts.py's settings
 POSTERIORS = {
-    "sblrc-blr": (sblrc_blr, 1000, 1000),
-    "eight_schools-eight_schools_noncentered": (eight_schools_noncentered, 600, 800),
-    "garch-garch11": (garch11, 500, 500),
-    "arK-arK": (ark, 500, 500),
-    "gp_pois_regr-gp_regr": (gp_regr, 500, 800),
+    "sblrc-blr": sblrc_blr,
+    "eight_schools-eight_schools_noncentered": eight_schools_noncentered,
+    "garch-garch11": garch11,
+    "arK-arK": ark,
+    "gp_pois_regr-gp_regr": gp_regr,
 }
 assert set(POSTERIORS) == set(pdb.MODELS)
 
@@ -354,9 +354,12 @@ def stan_names(constrained):
     return out
 
 
+@pytest.mark.parametrize("surrogate", [False, True], ids=["exact", "surrogate"])
 @pytest.mark.parametrize("name", list(POSTERIORS))
-def test_pymc_model_reproduces_reference_posterior(data_dir, name):
-    build, n_warmup, n_draws = POSTERIORS[name]
+def test_pymc_model_reproduces_reference_posterior(data_dir, name, surrogate):
+    """fs.sample's defaults (4 chains x (1000 + 1000) of NUTS), with the
+    surrogate off and forced on: the two choices surrogate="auto" makes."""
+    build = POSTERIORS[name]
     cls = pdb.MODELS[name]
     pot = fs.Potential.from_pymc(build(pdb.load_data(cls.data_name, data_dir)))
     assert pot.thread_safe
@@ -372,8 +375,7 @@ def test_pymc_model_reproduces_reference_posterior(data_dir, name):
     # numba's linear algebra calls SciPy's OpenBLAS: on one thread per chain
     # (its worker threads would spin beside the chains')
     with blas_threads(1):
-        res = fs.sample(pot, "nuts", n_draws=n_draws, n_warmup=n_warmup, chains=4, seed=2024,
-                        progress=False)
+        res = fs.sample(pot, seed=2024, progress=False, surrogate=surrogate, warn=False)
     assert np.all(diagnostics.rhat(res.draws) < 1.01)
     assert res.stats["divergent"].mean() < 0.01
     draws = stan_names(res.constrained())

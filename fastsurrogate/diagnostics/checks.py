@@ -199,7 +199,8 @@ def check_gradient(potential, q=None, *, n_points=3, n_directions=4, tol=1e-4, s
 
 def check_gradient_before(potential):
     """The cheap check a sampler runs before sampling a Python potential (a
-    callable, a JAX or PyMC model, a posteriordb model): one point, three
+    callable, a JAX or PyMC model, a posteriordb model, a C function given
+    by address): one point, three
     directions; raises :class:`GradientCheckError` with the verdict when it
     fails.  Compiled models are checked by their own tests and skipped.
 
@@ -209,8 +210,8 @@ def check_gradient_before(potential):
     solution, and central differences of its value see the step-size
     controller's jumps (a relative error of about 1e-3 in the Lotka-Volterra
     example of docs/examples), which is no reason to refuse it."""
-    from ..core._potential import CallbackPotential
-    if not isinstance(potential, CallbackPotential):
+    from ..core._potential import CallbackPotential, CFunctionPotential
+    if not isinstance(potential, (CallbackPotential, CFunctionPotential)):
         return
     try:
         found = check_gradient(potential, n_points=1, n_directions=3, tol=1e-2)
