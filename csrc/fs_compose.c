@@ -84,8 +84,9 @@ int fs_recorder_eval(void *state, const double *q, double *value, double *grad)
     double u = NAN;
     int j, finite, status, stores, want_u, cand, full;
 
-    if (grad == NULL || !st->active)
+    if (!st->active || (grad == NULL && (st->value_grad == NULL || value == NULL)))
         return st->inner.eval(st->inner.state, q, value, grad);
+    if (grad == NULL) grad = st->value_grad;
     /* a counted point whose index is a multiple of `every` is stored; when
      * the buffers are full it first halves them (decimate) and is stored
      * only if it is a multiple of the doubled `every` too */

@@ -57,10 +57,16 @@ typedef struct fs_recorder {
     double *q_buf;     /* capacity * dim                                       */
     double *g_buf;     /* capacity * dim                                       */
     double *u_buf;     /* capacity: U at the point, NaN when it was not asked   */
+    double *value_grad;/* dim doubles, or NULL: when set, a value-only call asks
+                          the inner potential for the gradient too (into this
+                          scratch) and is counted and stored like a gradient
+                          call (the training points of a surrogate's exact
+                          corrections, for about the price of the value)     */
 } fs_recorder;
 
-/* Evaluates the inner potential; when a gradient was asked for, the result
- * is finite and the recorder is active, the point is counted in `seen` and
+/* Evaluates the inner potential; when a gradient was asked for (or a value,
+ * with `value_grad` set), the result is finite and the recorder is active,
+ * the point is counted in `seen` and
  * every `every`-th one is stored while count < capacity (with decimate:
  * always, halving the stored set first when it is full; capacity must then
  * be >= 2).  With need_value, U is computed at a point to be stored even

@@ -111,6 +111,30 @@ def test_recorder_stores_every_gradient_evaluation():
     assert rec.n_stored == 1
 
 
+def test_recorder_with_record_values_stores_value_only_calls_with_their_gradient():
+    # the judge of a surrogate chain's warm-up: a value-only call asks the
+    # potential for U and grad U together and is stored like a gradient call
+    rng = np.random.default_rng(5)
+    g = _gauss(rng, 3)
+    rec = fs.RecordingPotential(g, capacity=8, record_values=True)
+    qs = rng.standard_normal((3, 3))
+    vals = [rec.value(q) for q in qs]
+    np.testing.assert_allclose(vals, [g.value(q) for q in qs], rtol=1e-14)
+    Q, G, U = rec.points()
+    assert rec.n_seen == 3 and rec.record_values
+    np.testing.assert_array_equal(Q, qs)
+    np.testing.assert_allclose(G, np.array([g.grad(q) for q in qs]), rtol=1e-14)
+    np.testing.assert_allclose(U, vals, rtol=1e-14)
+    back = pickle.loads(pickle.dumps(rec))
+    assert back.record_values and back.n_stored == 3
+    rec.active = False                     # inactive: a plain value call
+    rec.value(qs[0])
+    assert rec.n_seen == 3
+    plain = fs.RecordingPotential(g, capacity=8)
+    plain.value(qs[0])
+    assert plain.n_seen == 0 and not plain.record_values
+
+
 def test_recorder_thinning_and_nonfinite():
     def f(q):
         return (np.nan, q) if q[0] > 10 else (0.5 * q @ q, q)

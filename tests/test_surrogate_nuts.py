@@ -48,6 +48,44 @@ def test_gradient_rows_gram_equals_stacked_least_squares():
     assert b == pytest.approx(r.mean() - H.mean(axis=0) @ v)
 
 
+def test_score_matching_rows_are_the_gradient_rows_alone():
+    """values=False: the Gram and right-hand side of the gradient rows
+    alone (VHMC's gradient matching); the values' mean sets the bias."""
+    rng = np.random.default_rng(1)
+    N, d, s, c = 25, 3, 6, 0.4
+    X, Rx, r = rng.standard_normal((N, d)), rng.standard_normal((N, d)), rng.standard_normal(N)
+    has = np.ones(N, dtype=bool)
+    W0, b0 = rng.standard_normal((s, d)), rng.standard_normal(s)
+    des = vg._Design(X, Rx, r, has, W0, b0, c, values=False)
+    A = c * X @ W0.T + b0
+    S = 1.0 / (1.0 + np.exp(-A))
+    M = np.vstack([(S[n][:, None] * c * W0).T for n in range(N)])
+    np.testing.assert_allclose(des.G, M.T @ M, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(des.rhs, M.T @ Rx.ravel(), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="needs gradients"):
+        vg.fit_value_gradient(X, r, None, values=False)
+
+
+def test_the_three_kinds_of_fit_learn_a_banana():
+    """network (values and gradients), score (gradients) and fitc (values)
+    all predict the held-out banana points well (as scored during the fit,
+    before the network's final refit on every point); the network, which
+    sees both, best."""
+    model, Q, U, G = _banana_points(600, 3)
+    held = np.arange(600) >= 450
+    acc = {}
+    for fit in vg.FITS:
+        V, info = vg.fit_surrogate(Q, U, G, fit=fit, n_hidden=200 if fit != "fitc" else 60,
+                                   held_out=held, seed=1)
+        acc[fit] = info["predicted_acceptance"]
+        e = U[held] - np.array([V.value(q) for q in Q[held]])
+        assert vg.predicted_acceptance(e) > 0.75          # the V returned, too
+    assert min(acc.values()) > 0.75, acc
+    assert acc["network"] >= max(acc["score"], acc["fitc"]) - 0.02, acc
+    with pytest.raises(ValueError, match="fit must be"):
+        vg.fit_surrogate(Q, U, G, fit="gp")
+
+
 def test_predicted_acceptance_is_the_mean_over_pairs():
     e = np.array([0.0, 0.3, -1.0, 2.0, 0.5])
     ref = np.mean([min(1.0, np.exp(e[i] - e[j])) for i in range(5) for j in range(5) if i != j])
@@ -118,6 +156,10 @@ def test_surrogate_options_are_checked_before_any_work():
         fs.NUTS(m, policy={"min_accept": 1.5})
     with pytest.raises(TypeError, match="policy must be"):
         fs.NUTS(m, policy=3)
+    with pytest.raises(ValueError, match="fit must be one of"):
+        fs.NUTS(m, policy={"fit": "gp"})
+    with pytest.raises(ValueError, match="inducing"):
+        fs.NUTS(m, policy={"fit": "fitc", "n_hidden": 0})
     with pytest.raises(ValueError, match="adapt=True"):
         fs.NUTS(m, surrogate=True, adapt=False)
     assert check_surrogate("auto", SurrogatePolicy(block=10))[1].block == 10
@@ -203,6 +245,20 @@ def test_surrogate_nuts_reproduces_posteriordb_references(data_dir, cls):
                                               progress=False)
     assert res.info["surrogate"]["used"]
     compare_to_reference(res, ref)
+
+
+@pytest.mark.parametrize("policy", [{"fit": "score"}, {"fit": "fitc", "n_hidden": 60}],
+                         ids=["score", "fitc"])
+def test_the_other_kinds_of_v_sample_a_posteriordb_reference(data_dir, policy):
+    cls = pdb.MODELS["garch-garch11"]
+    pot = pdb.as_potential(cls.from_posteriordb(data_dir))
+    res = fs.NUTS(pot, surrogate=True, policy=policy).sample(1000, 1000, chains=4, seed=7,
+                                                             progress=False)
+    info = res.info["surrogate"]
+    assert info["used"] and info["policy"]["fit"] == policy["fit"]
+    kept = [f for f in info["fits"] if f.get("kept")]
+    assert kept and kept[-1]["kind"].endswith("fitc" if policy["fit"] == "fitc" else "network")
+    compare_to_reference(res, cls.reference_draws(data_dir))
 
 
 def test_same_seed_same_draws_on_a_busy_machine():

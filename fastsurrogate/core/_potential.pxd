@@ -48,6 +48,7 @@ cdef extern from "fs_compose.h" nogil:
         double *q_buf
         double *g_buf
         double *u_buf
+        double *value_grad
     int fs_recorder_eval(void *state, const double *q, double *value, double *grad)
 
 

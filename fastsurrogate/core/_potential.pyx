@@ -852,6 +852,12 @@ cdef class RecordingPotential(Potential):
         evaluation asked for the gradient only gets U computed too (once
         per stored point: HMC's leapfrog asks for gradients only), and is
         counted only if U is finite.
+    record_values : bool
+        Record value-only calls too: such a call asks the potential for U
+        and its gradient together (one call, for about the price of U where
+        the gradient shares the value's work) and is counted and stored like
+        a gradient call.  The exact corrections of a surrogate chain then
+        leave training points where the chain proposes.
     """
 
     cdef fs_recorder st
@@ -859,9 +865,10 @@ cdef class RecordingPotential(Potential):
     cdef cnp.ndarray _q
     cdef cnp.ndarray _g
     cdef cnp.ndarray _u
+    cdef cnp.ndarray _vg
 
     def __init__(self, Potential potential not None, capacity, every=1, decimate=False,
-                 need_value=False):
+                 need_value=False, record_values=False):
         if potential.pot.eval == NULL:
             raise TypeError(f"{type(potential).__name__} is not initialised")
         if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
@@ -886,6 +893,8 @@ cdef class RecordingPotential(Potential):
         self.st.q_buf = <double *>cnp.PyArray_DATA(self._q)
         self.st.g_buf = <double *>cnp.PyArray_DATA(self._g)
         self.st.u_buf = <double *>cnp.PyArray_DATA(self._u)
+        self._vg = np.empty(d)
+        self.st.value_grad = <double *>cnp.PyArray_DATA(self._vg) if record_values else NULL
         self._keep = potential
         self.pot.dim = d
         self.pot.state = &self.st
@@ -928,6 +937,10 @@ cdef class RecordingPotential(Potential):
         return bool(self.st.need_value)
 
     @property
+    def record_values(self):
+        return self.st.value_grad != NULL
+
+    @property
     def active(self):
         """Whether evaluations are recorded (set False to pass through)."""
         return bool(self.st.active)
@@ -953,7 +966,7 @@ cdef class RecordingPotential(Potential):
                                     self._q[:self.st.count].copy(), self._g[:self.st.count].copy(),
                                     self._u[:self.st.count].copy(), self.st.seen,
                                     bool(self.st.active), bool(self.st.decimate),
-                                    bool(self.st.need_value)))
+                                    bool(self.st.need_value), self.st.value_grad != NULL))
 
     def _restore(self, Q, G, U, long seen, bint active, every=None):
         cdef long n = Q.shape[0]
@@ -979,7 +992,7 @@ cdef class RecordingPotential(Potential):
 
 
 def _rebuild_recorder(potential, capacity, every, Q, G, U, seen, active, decimate=False,
-                      need_value=False):
-    r = RecordingPotential(potential, capacity, every, decimate, need_value)
+                      need_value=False, record_values=False):
+    r = RecordingPotential(potential, capacity, every, decimate, need_value, record_values)
     r._restore(Q, G, U, seen, active)
     return r

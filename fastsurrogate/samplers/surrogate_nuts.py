@@ -38,6 +38,10 @@ surrogate):
 3. Surrogate warm-up, monitored.  Step size (dual averaging of the inner
    trees' acceptance statistic, as Stan's) and metric (Stan's windows, the
    window's covariance shrunk toward the current metric) go on adapting.
+   Each exact correction asks for U and its gradient together (one exact
+   call, about U's price where the gradient shares its work: 1.04x for a
+   GLM, 1.2x for the elliptic PDE) and its point joins the training data:
+   the proposals, accepted or not, are where V's errors matter.
    After each block a chain whose correction acceptance fell below
    ``min_accept`` runs its next block with exact NUTS, recorded, and then
    returns to V; its points join the pooled data, and the refit that
@@ -64,7 +68,7 @@ import scipy.optimize as so
 from ..core._hmc import Chain
 from ..core._potential import RecordingPotential
 from ..surrogates.laplace import laplace_approximation
-from ..surrogates.value_gradient import fit_value_gradient, predicted_acceptance
+from ..surrogates.value_gradient import FITS, fit_surrogate, predicted_acceptance
 from ..surrogates._network import RandomNetwork
 from ._chain import warmup_windows, regularized_metric, surrogate_seed
 from ._checks import check_int, check_number
@@ -109,6 +113,16 @@ class SurrogatePolicy:
     laplace : bool
         Start from the Laplace approximation (True); False: Stan's start
         and metric, V without a base.
+    fit : str
+        What V is on top of the base: ``"network"`` (the random-basis
+        network fitted to values and gradients together, the default),
+        ``"score"`` (the same network fitted to the gradients alone: the
+        gradient (score) matching of Variational HMC, eq. 3.19 there) or
+        ``"fitc"`` (the mean of a FITC sparse Gaussian process fitted to
+        the values alone, with ``n_hidden`` inducing points: the FITC-HMC
+        surrogate of the RNS-HMC paper, section 3.3; its fit costs
+        O(points n_hidden^2) per likelihood evaluation, so ``n_hidden=100``
+        or fewer suits it).
     """
     min_accept: float = 0.6
     block: int = 25
@@ -117,6 +131,7 @@ class SurrogatePolicy:
     cost_ratio: float = 4.0
     dense_max: int = 200
     laplace: bool = True
+    fit: str = "network"
 
     def __post_init__(self):
         a = check_number("min_accept", self.min_accept)
@@ -130,6 +145,10 @@ class SurrogatePolicy:
         check_int("dense_max", self.dense_max, 0)
         if not isinstance(self.laplace, (bool, np.bool_)):
             raise TypeError(f"laplace must be True or False, got {self.laplace!r}")
+        if not isinstance(self.fit, str) or self.fit not in FITS:
+            raise ValueError(f"fit must be one of {FITS}, got {self.fit!r}")
+        if self.fit == "fitc" and self.n_hidden < 1:
+            raise ValueError("fit='fitc' needs n_hidden >= 1 inducing points")
 
 
 #: the policy of NUTS(policy=None)
@@ -200,30 +219,25 @@ class _ChainState:
     def __init__(self, potential, capacity):
         # one block's leapfrog points, evenly thinned to `capacity`
         self.recorder = RecordingPotential(potential, capacity, decimate=True)
+        # the exact corrections of a surrogate warm-up block: each asks for U
+        # and its gradient (about U's price where they share work) and is kept
+        self.judge = RecordingPotential(potential, capacity, decimate=True,
+                                        record_values=True)
         self.mode = "exact"
-        self.blocks = []            # (Q, G, U) of each block, oldest first (G NaN:
-        #                             a surrogate block's accepted states)
+        self.blocks = []            # (Q, G, U) of each block, oldest first
         self.gradient_calls = 0     # exact U-and-gradient calls (through the recorder)
-        self.value_calls = 0        # exact U-only calls (corrections, restarts)
+        self.value_calls = 0        # exact corrections (U, with its gradient in the warm-up)
         self.history = []           # (first row, end row, kernel, mean acceptance)
         self.n_new = 0              # blocks added since the last fit
 
-    def take_values(self, trace, a, b):
-        """The states a surrogate block accepted, with their exact U (from
-        the corrections, no extra call), as value-only training points."""
-        acc = trace["accepted"][a:b].astype(bool)
-        if not acc.any():
-            return False
-        q = trace["draws"][a:b][acc]
-        self.blocks.append((q, np.full_like(q, np.nan), trace["potential"][a:b][acc].copy()))
-        self.n_new += 1
-        return True
-
-    def take_block(self):
-        """Move the recorder's points into ``blocks``; True when there were any."""
-        q, g, u = self.recorder.points()
-        self.gradient_calls += self.recorder.n_seen
-        self.recorder.clear()
+    def take_block(self, recorder=None):
+        """Move a recorder's points (the leapfrog's, or with ``judge`` the
+        corrections') into ``blocks``; True when there were any."""
+        rec = self.recorder if recorder is None else recorder
+        q, g, u = rec.points()
+        if rec is self.recorder:
+            self.gradient_calls += rec.n_seen
+        rec.clear()
         keep = np.isfinite(u)
         if keep.any():
             self.blocks.append((q[keep], g[keep], u[keep]))
@@ -322,7 +336,7 @@ class SurrogateNUTS:
 
     def _surrogate_chain(self, ctx, q, step, inv_metric):
         s = self.sampler
-        return Chain(self.V, self.potential, q, ctx.generator, step_size=step,
+        return Chain(self.V, ctx.policy_state.judge, q, ctx.generator, step_size=step,
                      inv_metric=inv_metric, max_energy_error=s.max_energy_error,
                      algorithm="nuts", max_tree_depth=s.max_tree_depth, surrogate_steps=1)
 
@@ -435,7 +449,7 @@ class SurrogateNUTS:
             st.history.append((a, b, st.mode, acc))
             if st.mode == "surrogate":
                 st.value_calls += int(tr["judge_evaluated"][a:b].sum())
-                new_data |= st.take_values(tr, a, b)
+                new_data |= st.take_block(st.judge)
                 if acc < pol.min_accept:
                     self._switch(ctx, "exact")      # one exact block, recorded
             else:
@@ -463,8 +477,9 @@ class SurrogateNUTS:
             try:
                 scales = {} if self.fit_info is None or "input_scale" not in self.fit_info \
                     else {"input_scales": (self.fit_info["input_scale"],)}
-                V, info = fit_value_gradient(
-                    Q, U, G, base=base, n_hidden=self.policy.n_hidden, held_out=held,
+                V, info = fit_surrogate(
+                    Q, U, G, fit=self.policy.fit, base=base, n_hidden=self.policy.n_hidden,
+                    held_out=held,
                     seed=surrogate_seed(run.ctxs[0].generator) + len(self.fits), **scales)
             except (ValueError, np.linalg.LinAlgError) as exc:
                 self.fits.append({"row": row, "n_points": int(Q.shape[0]), "error": str(exc)})
@@ -534,6 +549,7 @@ class SurrogateNUTS:
         return u_min + d + 6.0 * np.sqrt(d) + 10.0
 
     def _sample(self, ctx):
+        ctx.policy_state.judge.active = False     # V is fixed: U alone from here
         with ctx.phase("sample"):
             ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
 

@@ -37,7 +37,12 @@ from ._network import RandomNetwork
 from ..core._potential import WeightedSum
 from ..core import _blas_threads
 
-__all__ = ["fit_value_gradient", "predicted_acceptance", "gaussian_base_terms"]
+__all__ = ["fit_surrogate", "fit_value_gradient", "fit_fitc_residual", "predicted_acceptance",
+           "gaussian_base_terms", "FITS"]
+
+#: the kinds of V: the random network on values and gradients, the same
+#: network on gradients alone (score matching), a FITC GP on values
+FITS = ("network", "score", "fitc")
 
 #: input scales c tried (nodes see c W x, x whitened: pre-activations of sd ~c)
 INPUT_SCALES = (0.15, 0.4, 1.0)
@@ -98,20 +103,39 @@ def _whitening(base, Q):
     return m, T, L
 
 
-class _Design:
-    """Features of one input scale: value features H, sigmoid S, and the two
-    Gram matrices and right-hand sides (value rows centred: free bias)."""
+def _features(X, W0, b0, c):
+    """Softplus features H and their derivatives S (sigmoid) at inputs X
+    (rows), from one exponential: with t = exp(-|a|), softplus(a) =
+    max(a, 0) + log1p(t) and sigmoid(a) = 1 / (1 + t) for a >= 0, t / (1 + t)
+    below."""
+    A = X @ (c * W0.T)
+    A += b0
+    T = np.exp(-np.abs(A))
+    H = np.log1p(T)
+    H += np.maximum(A, 0.0)
+    S = T
+    S /= 1.0 + T
+    np.subtract(1.0, S, out=S, where=A >= 0.0)
+    return H, S
 
-    def __init__(self, X, Rx, r, has_grad, W0, b0, c):
-        A = c * (X @ W0.T) + b0
-        H = np.logaddexp(0.0, A)                     # softplus
-        S = 0.5 * (1.0 + np.tanh(0.5 * A))           # its derivative, stably
+
+class _Design:
+    """Features of one input scale: the Gram matrix of value rows (centred:
+    a free bias) and gradient rows, and its right-hand side.  With
+    ``values=False`` the gradient rows alone (score matching); the value
+    rows' mean then only sets the bias."""
+
+    def __init__(self, X, Rx, r, has_grad, W0, b0, c, values=True):
+        H, S = _features(X, W0, b0, c)
         self.hm, self.rm = H.mean(axis=0), r.mean()
-        Hc = H - self.hm
+        H -= self.hm
         Sg = S[has_grad]
         K = (c * c) * (W0 @ W0.T)
-        self.G = Hc.T @ Hc + (Sg.T @ Sg) * K
-        self.rhs = Hc.T @ (r - self.rm) + c * np.sum(Sg * (Rx[has_grad] @ W0.T), axis=0)
+        self.G = (Sg.T @ Sg) * K
+        self.rhs = c * np.sum(Sg * (Rx[has_grad] @ W0.T), axis=0)
+        if values:
+            self.G += H.T @ H
+            self.rhs += H.T @ (r - self.rm)
         self.c = c
 
     def solve(self, ridge):
@@ -126,18 +150,8 @@ class _Design:
         return v, float(self.rm - self.hm @ v)
 
 
-def _errors(X, Rx, r, has_grad, W0, b0, c, v, b):
-    """Held-out value errors (r - z) and mean squared whitened gradient error."""
-    A = c * (X @ W0.T) + b0
-    z = np.logaddexp(0.0, A) @ v + b
-    S = 0.5 * (1.0 + np.tanh(0.5 * A))
-    gx = c * ((S[has_grad] * v) @ W0)
-    gerr = float(np.mean(np.sum((gx - Rx[has_grad]) ** 2, axis=1))) if has_grad.any() else 0.0
-    return r - z, gerr
-
-
 def fit_value_gradient(Q, u, G=None, *, base=None, n_hidden=300, held_out=None, seed=None,
-                       input_scales=INPUT_SCALES, blas_threads=1):
+                       input_scales=INPUT_SCALES, blas_threads=1, values=True):
     """Fit V = base + random-basis network to U values and gradients.
 
     Parameters
@@ -166,6 +180,11 @@ def fit_value_gradient(Q, u, G=None, *, base=None, n_hidden=300, held_out=None, 
         pass the one chosen before.
     blas_threads : int or None
         Threads for the Gram matrices and the Cholesky solve.
+    values : bool
+        Fit the value rows too (True).  False: the gradient rows alone, the
+        gradient (score) matching of Variational HMC (Zhang, Shahbaba & Zhao
+        2018, eq. 3.19) in one batch; the values then only set V's constant
+        and score the held-out points.  Needs gradients.
 
     Returns
     -------
@@ -196,6 +215,8 @@ def fit_value_gradient(Q, u, G=None, *, base=None, n_hidden=300, held_out=None, 
     if base is None and n_hidden < 1:
         raise ValueError("n_hidden = 0 needs a base")
     has_grad = np.all(np.isfinite(G), axis=1)
+    if not values and not has_grad.any():
+        raise ValueError("values=False (score matching) needs gradients")
     if held_out is None:
         held_out = np.zeros(N, dtype=bool)
         held_out[N - max(N // 5, 2):] = True
@@ -223,14 +244,13 @@ def fit_value_gradient(Q, u, G=None, *, base=None, n_hidden=300, held_out=None, 
     best = (-1.0, None, None)
     with _blas_threads.blas_threads(blas_threads):
         for c in input_scales:
-            des = _Design(X[tr], Rx[tr], r[tr], has_grad[tr], W0, b0, c)
+            des = _Design(X[tr], Rx[tr], r[tr], has_grad[tr], W0, b0, c, values)
+            Hh = _features(X[held_out], W0, b0, c)[0]
             for lam in RIDGES:
                 v, b = des.solve(lam)
                 if not np.all(np.isfinite(v)):
                     continue
-                e, _ = _errors(X[held_out], Rx[held_out], r[held_out], has_grad[held_out],
-                               W0, b0, c, v, b)
-                acc = predicted_acceptance(e)
+                acc = predicted_acceptance(r[held_out] - (Hh @ v + b))
                 if acc > best[0]:
                     best = (acc, c, lam)
         acc, c, lam = best
@@ -239,10 +259,63 @@ def fit_value_gradient(Q, u, G=None, *, base=None, n_hidden=300, held_out=None, 
                 raise ValueError("no finite network fit")
             info.update(kind="base", predicted_acceptance=base_acc)
             return base, info
-        v, b = _Design(X, Rx, r, has_grad, W0, b0, c).solve(lam)
+        v, b = _Design(X, Rx, r, has_grad, W0, b0, c, values).solve(lam)
     Weff = c * (W0 @ T)
     net = RandomNetwork(Weff, b0 - Weff @ m, v, b, "softplus")
     info.update(kind="network" if base is None else "base+network", input_scale=c, ridge=lam,
-                predicted_acceptance=acc)
+                predicted_acceptance=acc, rows="values and gradients" if values else "gradients")
     V = net if base is None else WeightedSum([base, net])
     return V, info
+
+
+def fit_fitc_residual(Q, u, *, base=None, n_inducing=100, held_out=None, seed=None,
+                      max_train=MAX_SELECTION_POINTS):
+    """V = base + the mean of a FITC sparse GP fitted to the values U - base
+    (the FITC-HMC surrogate of the RNS-HMC paper, section 3.3, on the
+    residual of a Gaussian base): gradients are not used.
+
+    The hyper-parameters and the fit use at most ``max_train`` training
+    points (an even subsample: FITC costs O(N n_inducing^2) per likelihood
+    evaluation); the held-out points score it as in
+    :func:`fit_value_gradient`, whose arguments and returns these are.
+    """
+    from .gp import fit_fitc
+    Q = np.ascontiguousarray(Q, dtype=np.float64)
+    u = np.asarray(u, dtype=np.float64).ravel()
+    N = Q.shape[0]
+    if held_out is None:
+        held_out = np.zeros(N, dtype=bool)
+        held_out[N - max(N // 5, 2):] = True
+    held_out = np.asarray(held_out, dtype=bool)
+    if held_out.all() or not held_out.any():
+        raise ValueError("held_out must leave points on both sides")
+    r = u - gaussian_base_terms(base, Q)[0]
+    tr = np.flatnonzero(~held_out)
+    if tr.shape[0] > max_train:
+        tr = tr[np.linspace(0, tr.shape[0] - 1, max_train).round().astype(np.int64)]
+    m = int(min(n_inducing, tr.shape[0]))
+    gp = fit_fitc(Q[tr], r[tr], n_inducing=m, seed=seed, max_iter=100)
+    acc = predicted_acceptance(r[held_out] - gp.predict(Q[held_out]))
+    base_acc = predicted_acceptance(r[held_out]) if base is not None else 0.0
+    info = {"n_points": int(N), "n_gradients": 0, "n_hidden": m, "base_acceptance": base_acc}
+    if base is not None and acc <= base_acc:
+        info.update(kind="base", predicted_acceptance=base_acc)
+        return base, info
+    info.update(kind="fitc" if base is None else "base+fitc", predicted_acceptance=acc,
+                n_train=int(tr.shape[0]))
+    return (gp.potential if base is None else WeightedSum([base, gp.potential])), info
+
+
+def fit_surrogate(Q, u, G=None, *, fit="network", base=None, n_hidden=300, held_out=None,
+                  seed=None, input_scales=INPUT_SCALES):
+    """V of kind ``fit`` (one of :data:`FITS`): ``"network"``
+    (:func:`fit_value_gradient`), ``"score"`` (the same, gradient rows
+    alone) or ``"fitc"`` (:func:`fit_fitc_residual`, ``n_hidden`` inducing
+    points).  Returns ``(V, info)``."""
+    if fit == "fitc":
+        return fit_fitc_residual(Q, u, base=base, n_inducing=n_hidden, held_out=held_out,
+                                 seed=seed)
+    if fit not in FITS:
+        raise ValueError(f"fit must be one of {FITS}, got {fit!r}")
+    return fit_value_gradient(Q, u, G, base=base, n_hidden=n_hidden, held_out=held_out,
+                              seed=seed, input_scales=input_scales, values=fit == "network")
