@@ -326,3 +326,40 @@ def test_surrogate_true_refuses_what_it_cannot_do():
         res = fs.NUTS(target).sample(10, 100, chains=1, progress=False, executor=ex, warn=False)
     assert res.info["surrogate"] == {"used": False,
                                      "decided_by": "an executor outside this process"}
+
+
+# -- the warm-up as an option of the papers' samplers ------------------------------
+
+@pytest.mark.parametrize("method", ["rns-hmc", "arns-hmc", "rns-rmhmc", "nnghmc", "vhmc"])
+def test_paper_samplers_with_the_surrogate_nuts_warmup_reproduce_a_reference(data_dir, method):
+    """Exact for every sampler (VHMC with exact=True: without it VHMC's draws
+    target exp(-V), and on this posterior they drift, as with its own
+    warm-up: issue 38)."""
+    cls = pdb.MODELS["garch-garch11"]
+    pot = pdb.as_potential(cls.from_posteriordb(data_dir))
+    extra = {"exact": True} if method == "vhmc" else {}
+    res = fs.sample(pot, method=method, warmup="surrogate-nuts", chains=4, n_warmup=1000,
+                    n_draws=1000, seed=11, progress=False, **extra)
+    w = res.info["warmup"]
+    assert w["kind"] == "surrogate-nuts" and w["surrogate_share"] > 0.5
+    assert w["n_points"] > 500 and w["exact_gradient_calls"] > 0
+    if method == "vhmc":
+        assert res.exact and res.info["mu_final"] == [1.0] * 4
+    else:
+        n_train = (res.info["n_train"] if method == "nnghmc" else
+                   res.info["training_set"][0]["n_states"] if method == "arns-hmc" else
+                   res.info["training_set"]["n_states"])
+        assert n_train > 100
+    compare_to_reference(res, cls.reference_draws(data_dir))
+
+
+def test_the_warmup_option_is_checked_before_any_work():
+    m = fs.models.StandardNormal(2)
+    with pytest.raises(ValueError, match="warmup must be one of"):
+        fs.RNSHMC(m, warmup="nuts")
+    with pytest.raises(ValueError, match="n_warmup >= 50"):
+        fs.NNGHMC(m, warmup="surrogate-nuts").sample(100, 20, progress=False)
+    with pytest.raises(ValueError, match="pass no surrogate"):
+        fs.NNGHMC(m, warmup="surrogate-nuts", surrogate=m)
+    with pytest.raises(ValueError, match="has no transitions option"):
+        fs.VHMC(m, warmup="surrogate-nuts", exact=True, transitions=2)

@@ -37,6 +37,7 @@ from ..surrogates.random_network import train_random_network
 from ._chain import surrogate_seed
 from ._checks import check_int, check_int_or_auto, check_number, refuse_options
 from .rns_hmc import RNSHMC, quadratic_count, recorder_capacity, trajectory_points
+from .surrogate_nuts import check_warmup_size, surrogate_nuts_warmup
 
 __all__ = ["ARNSHMC"]
 
@@ -117,9 +118,15 @@ class ARNSHMC(RNSHMC):
     **options
         activation, standardize, delayed_acceptance, train_from, explore,
         ridge, input_scale, transitions, inner, max_tree_depth,
-        subspace_points and the HMC options, as for :class:`RNSHMC`
+        subspace_points, warmup and the HMC options, as for :class:`RNSHMC`
         (``surrogate`` and the ``guard`` options are refused: each chain
-        trains its own network online).
+        trains its own network online).  With ``warmup="surrogate-nuts"``
+        (a deviation, not in the paper) the chains warm up together with
+        surrogate-driven NUTS, and each chain's start set is the points it
+        recorded, pooled and evenly thinned to at most 2000 or
+        4 (k + 1)(k + 2) / 2, whichever is larger (``n_start``,
+        ``training`` and ``explore`` do not apply); the online updates then
+        run as above.
     """
 
     method = "arns-hmc"
@@ -151,7 +158,8 @@ class ARNSHMC(RNSHMC):
                              "updates stop there, and surrogate transitions start)")
         self.n_start = check_int("n_start", n_start, 2)
         self.start_kind = ("trajectory" if training == "trajectory" or (
-            training == "auto" and self.n_start < quadratic_count(potential.dim)) else "states")
+            training == "auto" and self.n_start < quadratic_count(potential.dim))
+            or self.warmup_kind != "paper" else "states")
         if self.start_kind == "states" and hidden_defaulted:
             # its online updates cost O(s^2) per point and its start set is
             # n_start points: the paper's s, not RNS-HMC's "auto"
@@ -182,6 +190,9 @@ class ARNSHMC(RNSHMC):
     default_warmup = 400
 
     def check_sizes(self, n_draws, n_warmup):
+        if self.warmup_kind != "paper":
+            check_warmup_size(self.method, n_warmup)
+            return
         if n_warmup < self.n_start:
             raise ValueError(f"n_warmup must be >= n_start = {self.n_start}, got {n_warmup}")
 
@@ -199,14 +210,19 @@ class ARNSHMC(RNSHMC):
         before the span (the states were then unseen: held out) and after.
         """
         run.start(proposals=self.online_data == "proposals")
-        run.record_capacity = self._trajectory_capacity(run, self._train_start(run.n_warmup))
+        nuts_warmup = self.warmup_kind == "surrogate-nuts"
+        if not nuts_warmup:
+            run.record_capacity = self._trajectory_capacity(run, self._train_start(run.n_warmup))
         seed = surrogate_seed(run.generators[0])
         for ctx in run.ctxs:
             ctx.net, ctx.trainer, ctx.switches, ctx.stopped, ctx.clock = None, None, [], None, []
+        if nuts_warmup:
+            self._start_sets_from_surrogate_nuts(run)
 
         def chain(ctx):
-            self.explore(ctx)
-            ctx.start_set = self.start_set(ctx)
+            if not nuts_warmup:
+                self.explore(ctx)
+                ctx.start_set = self.start_set(ctx)
             with ctx.phase("train"):
                 self.start_surrogate(ctx, seed)
             with ctx.phase("sample"):
@@ -217,7 +233,24 @@ class ARNSHMC(RNSHMC):
         # and the model's threads (measured: 5.4 against 2.5 ms per iteration
         # on 2 cores), so BLAS runs on one thread while the chains run.
         with blas_threads(1):
-            run.each_chain(chain, run.n_warmup + run.n_draws, self.method)
+            run.each_chain(chain, run.n_draws if nuts_warmup else run.n_warmup + run.n_draws,
+                           self.method)
+
+    def _start_sets_from_surrogate_nuts(self, run):
+        """``warmup="surrogate-nuts"``: the warm-up (all chains together);
+        every chain's start set is an even subsample of the points it
+        recorded, pooled (at most 2000 or 4 times the quadratic count,
+        whichever is larger)."""
+        w = surrogate_nuts_warmup(self, run)
+        Q, U = w.Q, w.U
+        cap = max(4 * quadratic_count(self.potential.dim), 2000)
+        if Q.shape[0] > cap:
+            idx = np.linspace(0, Q.shape[0] - 1, cap).round().astype(np.int64)
+            Q, U = Q[idx], U[idx]
+        for ctx in run.ctxs:
+            ctx.start_set = (Q, U)
+            ctx.training_set = {"setting": "surrogate-nuts", "kind": "warm-up points",
+                                "n_states": int(Q.shape[0])}
 
     def finish(self, run):
         ctxs = run.ctxs

@@ -41,6 +41,7 @@ from ._checks import check_int, check_potential, check_tree_depth
 from ._checks import check_explore, check_flag, check_number
 from .hmc import HMC
 from .rns_hmc import explore_options
+from .surrogate_nuts import check_warmup, check_warmup_size, surrogate_nuts_warmup
 
 __all__ = ["NNGHMC"]
 
@@ -132,6 +133,18 @@ class NNGHMC(HMC):
         (every leapfrog step of its trajectories is recorded likewise).
     max_tree_depth : int
         NUTS: at most 2**max_tree_depth - 1 leapfrog steps per transition.
+    warmup : {"paper", "surrogate-nuts"}
+        "paper" (default): burn-in, exploration and the training schedule
+        above.  "surrogate-nuts" (a deviation, not in the paper): the
+        warm-up of surrogate-driven NUTS
+        (:func:`~fastsurrogate.samplers.surrogate_nuts.surrogate_nuts_warmup`:
+        Laplace start, exact NUTS recorded, then NUTS on a value-and-gradient
+        surrogate whose every exact correction is recorded with its
+        gradient); the gradient network is trained once on every recorded
+        (q, grad U) and drives the draws from each chain's adapted state,
+        step size and metric.  No schedule and no trial: ``burn_in``,
+        ``train_start``, ``train_every``, ``train_end``, ``trial_length``,
+        ``switch_fraction`` and ``explore`` do not apply.
     **hmc_options
         step_size, n_steps, random_n_steps, metric, adapt, target_accept,
         max_energy_error, as for :class:`HMC`.
@@ -163,7 +176,8 @@ class NNGHMC(HMC):
                  holdout=0.1, burn_in=0.2, train_start=0.5, train_every=0.1, train_end=None,
                  trial_length=50, switch_fraction=0.9, record_every=1, max_train=None,
                  start="affine", warm_start=True, trainer=None, trainer_options=None,
-                 surrogate=None, explore="hmc", max_tree_depth=10, **hmc_options):
+                 surrogate=None, explore="hmc", max_tree_depth=10, warmup="paper",
+                 **hmc_options):
         if hmc_options.get("transitions") is not None or "inner" in hmc_options:
             raise ValueError("NNgHMC has no surrogate transitions: its gradient network has no "
                              "value V, so the exact test min(1, exp(-U(q') + U(q) + V(q') - "
@@ -171,6 +185,9 @@ class NNGHMC(HMC):
                              "VHMC (exact=True)")
         hmc_options.pop("transitions", None)
         super().__init__(potential, **hmc_options)
+        self.warmup_kind = check_warmup(warmup, self.method)
+        if self.warmup_kind != "paper" and surrogate is not None:
+            raise ValueError("warmup='surrogate-nuts' trains the network: pass no surrogate")
         self.explore_with = check_explore(explore)
         self.max_tree_depth = check_tree_depth(max_tree_depth)
         self.n_hidden = check_int("n_hidden", n_hidden, 1)
@@ -252,6 +269,9 @@ class NNGHMC(HMC):
     default_chains = 1
 
     def check_sizes(self, n_draws, n_warmup):
+        if self.warmup_kind != "paper":
+            check_warmup_size(self.method, n_warmup)
+            return
         burn, start, every, end = self.schedule(n_warmup)
         if self.surrogate is None and start > end:
             raise ValueError(
@@ -278,6 +298,8 @@ class NNGHMC(HMC):
         row, ``run.iteration`` the exploration iteration reached and
         ``run.net`` the latest network.
         """
+        if self.warmup_kind == "surrogate-nuts":
+            return self._after_surrogate_nuts_warmup(run)
         burn, start, every, end = self.schedule(run.n_warmup)
         trainings = [] if self.surrogate is not None else list(range(start, end + 1, every))
         seed = surrogate_seed(run.generators[0])
@@ -313,7 +335,34 @@ class NNGHMC(HMC):
             for ctx in run.ctxs:
                 ctx.recorder.active = False
 
+    def _after_surrogate_nuts_warmup(self, run):
+        """``warmup="surrogate-nuts"``: that warm-up, one training on every
+        (q, grad U) it recorded, the draws driven by the network."""
+        seed = surrogate_seed(run.generators[0])
+        run.start()
+        w = surrogate_nuts_warmup(self, run)
+        Q, G = w.Q, w.G
+        run.info.update(events=[], switched=True, switch_iteration=run.n_warmup,
+                        hmc_acceptance=None, trial_acceptance=None, training_curve=[])
+        run.net = None
+        Q, G = self._subsample(Q, G, seed, 0)
+        if Q.shape[0] < 2:
+            raise RuntimeError("the warm-up recorded fewer than 2 training points")
+        with run.phase("train"), run.training_progress("train (gradient network)") as progress:
+            run.net = self.train(Q, G, seed, None, progress)
+        run.info["n_train"] = int(Q.shape[0])
+        run.info["training_curve"].append(_training_record(run.n_warmup, run.net))
+        run.info["events"].append({"event": "train", "iteration": run.n_warmup,
+                                   "n_points": int(Q.shape[0])})
+        for ctx in run.ctxs:
+            ctx.exact = ctx.chain
+        run.each_chain(lambda ctx: self.draw(ctx, True), run.n_draws, self.method,
+                       self.potential.thread_safe and run.net.thread_safe)
+
     def finish(self, run):
+        if self.warmup_kind != "paper":
+            run.surrogate = getattr(run, "net", None)
+            return
         if not hasattr(run, "stage"):
             return
         rows = min(c.done.get("warmup", 0) for c in run.ctxs)
@@ -435,6 +484,10 @@ class NNGHMC(HMC):
         G = np.concatenate([c.recorder.points()[1] for c in run.ctxs])
         if Q.shape[0] < 2:
             raise RuntimeError("the exploration recorded fewer than 2 training points")
+        return self._subsample(Q, G, seed, j)
+
+    def _subsample(self, Q, G, seed, j):
+        """At most ``max_train`` of the points (Q, G), at random."""
         if self.max_train is not None and Q.shape[0] > self.max_train:
             rng = np.random.default_rng([seed, j, 1])
             idx = np.sort(rng.choice(Q.shape[0], size=self.max_train, replace=False))

@@ -35,6 +35,7 @@ from ._checks import check_int, check_positive, check_potential, check_tree_dept
 from ._checks import check_explore, check_flag, check_number, check_int_or_auto
 from ._transitions import check_transitions, tune_transitions, transition_chain
 from .hmc import HMC
+from .surrogate_nuts import check_warmup, check_warmup_size, surrogate_nuts_warmup
 
 __all__ = ["RNSHMC", "surrogate_seed", "auto_hidden", "quadratic_count"]
 
@@ -177,6 +178,15 @@ class RNSHMC(HMC):
     max_tree_depth : int
         NUTS (``inner`` or ``explore``): at most 2**max_tree_depth - 1
         leapfrog steps per transition.
+    warmup : {"paper", "surrogate-nuts"}
+        "paper" (default): the exploration above.  "surrogate-nuts" (a
+        deviation, not in the paper): the warm-up of surrogate-driven NUTS
+        (:func:`~fastsurrogate.samplers.surrogate_nuts.surrogate_nuts_warmup`:
+        Laplace start, exact NUTS recorded, then NUTS on a value-and-gradient
+        surrogate with every exact correction recorded); the network is
+        trained on every point it recorded, and the exploitation starts
+        from each chain's adapted state, step size and metric.  ``explore``,
+        ``training``, ``train_from`` and ``adapt`` do not apply.
     **hmc_options
         step_size, n_steps, random_n_steps, metric, adapt, target_accept,
         max_energy_error, as for :class:`HMC`.
@@ -199,8 +209,9 @@ class RNSHMC(HMC):
                  delayed_acceptance=False, guard=0.5, guard_window=200,
                  guard_action="retrain", surrogate=None, base=None, transitions=None,
                  inner="hmc", explore="hmc", max_tree_depth=10, subspace=None,
-                 subspace_points=1000, **hmc_options):
+                 subspace_points=1000, warmup="paper", **hmc_options):
         super().__init__(potential, **hmc_options)
+        self.warmup_kind = check_warmup(warmup, self.method)
         self.transitions, self.inner = check_transitions(transitions, inner)
         self.explore_with = check_explore(explore)
         self.max_tree_depth = check_tree_depth(max_tree_depth)
@@ -269,6 +280,9 @@ class RNSHMC(HMC):
     default_chains = 1
 
     def check_sizes(self, n_draws, n_warmup):
+        if self.warmup_kind != "paper":
+            check_warmup_size(self.method, n_warmup)
+            return
         if self.surrogate is None and n_warmup < 10:
             raise ValueError("n_warmup must be >= 10: the exploration phase provides the training data")
         tf = self.train_from
@@ -327,6 +341,8 @@ class RNSHMC(HMC):
         (basis seed, Q, U): the training set pooled over the chains."""
         run.start()
         seed = surrogate_seed(run.generators[0])
+        if self.warmup_kind == "surrogate-nuts":
+            return (seed,) + self._surrogate_nuts_exploration(run)
         start = self._train_start(run.n_warmup)
         run.record_capacity = self._trajectory_capacity(run, start)
         run.each_chain(self.explore, run.n_warmup, "explore")
@@ -342,6 +358,19 @@ class RNSHMC(HMC):
             float(c.warm["accept_prob"][start:].mean()) if run.n_warmup > start else 1.0
             for c in run.ctxs]
         return seed, Q, U
+
+    def _surrogate_nuts_exploration(self, run):
+        """``warmup="surrogate-nuts"``: (Q, U) of every recorded point; the
+        guard's reference acceptance is each chain's over its warm-up's
+        second half."""
+        w = surrogate_nuts_warmup(self, run)
+        Q, U = w.Q, w.U
+        run.info["training_set"] = {"setting": "surrogate-nuts", "kind": "warm-up points",
+                                    "n_states": int(Q.shape[0])}
+        half = run.n_warmup // 2
+        run.info["exploration_acceptance"] = [float(c.warm["accept_prob"][half:].mean())
+                                              for c in run.ctxs]
+        return Q, U
 
     def _n_adapt(self, n_warmup):
         return n_warmup // 2 if self.adapt else 0

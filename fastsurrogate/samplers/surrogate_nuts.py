@@ -73,7 +73,8 @@ from ..surrogates._network import RandomNetwork
 from ._chain import warmup_windows, regularized_metric, surrogate_seed
 from ._checks import check_int, check_number
 
-__all__ = ["SurrogatePolicy", "SurrogateNUTS", "cost_check", "check_surrogate"]
+__all__ = ["SurrogatePolicy", "SurrogateNUTS", "cost_check", "check_surrogate",
+           "surrogate_nuts_warmup", "check_warmup", "check_warmup_size", "WARMUPS"]
 
 
 @dataclass(frozen=True)
@@ -359,6 +360,12 @@ class SurrogateNUTS:
 
     # -- the phases ------------------------------------------------------------
     def phases(self, run):
+        self.run_warmup(run)
+        run.each_chain(self._sample, run.n_draws, "nuts with surrogate")
+
+    def run_warmup(self, run):
+        """Phases 1-3: the start, the exact and the surrogate warm-up; each
+        chain's ``ctx.chain`` ends at its adapted state and kernel."""
         self._start(run)
         pol = self.policy
         for ctx in run.ctxs:
@@ -368,7 +375,18 @@ class SurrogateNUTS:
                                           else self.sampler.step_size, self.metric0)
         run.each_chain(self._find_step, 0, "nuts (step size)")
         self._warmup(run)
-        run.each_chain(self._sample, run.n_draws, "nuts with surrogate")
+
+    def training_points(self, run):
+        """Every point the warm-up recorded, all chains, below the energy
+        cut (:meth:`_energy_cut`): ``(Q, G, U)``, shapes (n, dim), (n, dim),
+        (n,)."""
+        blocks = [b for ctx in run.ctxs for b in ctx.policy_state.blocks]
+        if not blocks:
+            d = self.potential.dim
+            return np.empty((0, d)), np.empty((0, d)), np.empty(0)
+        Q, G, U = (np.concatenate(x) for x in zip(*blocks))
+        keep = U <= self._energy_cut(U)
+        return Q[keep], G[keep], U[keep]
 
     def _find_step(self, ctx):
         if self.sampler.step_size is None:
@@ -600,3 +618,79 @@ class SurrogateNUTS:
                                    if total else 0.0)
         run.info["surrogate"] = info
         run.surrogate = self.V
+
+
+#: the warm-ups of the papers' samplers (their ``warmup`` option)
+WARMUPS = ("paper", "surrogate-nuts")
+
+
+def check_warmup(warmup, method):
+    """``warmup`` of a paper's sampler: "paper" (its own exploration) or
+    "surrogate-nuts" (:func:`surrogate_nuts_warmup`)."""
+    if not isinstance(warmup, str) or warmup not in WARMUPS:
+        raise ValueError(f"{method}: warmup must be one of {WARMUPS}, got {warmup!r}")
+    return warmup
+
+
+def check_warmup_size(method, n_warmup):
+    """``warmup="surrogate-nuts"`` needs at least two blocks of warm-up."""
+    need = 2 * DEFAULT_POLICY.block
+    if n_warmup < need:
+        raise ValueError(f"{method} with warmup='surrogate-nuts' needs n_warmup >= {need}, "
+                         f"got {n_warmup}")
+
+
+def surrogate_nuts_warmup(sampler, run):
+    """The warm-up of surrogate-driven NUTS for a paper's sampler
+    (``warmup="surrogate-nuts"``, not in the papers): the Laplace start,
+    exact NUTS recorded in blocks, V fitted to values and gradients and
+    driving NUTS once good, every correction recorded; Stan's step size and
+    metric adaptation throughout (target acceptance 0.8, the sampler's
+    ``max_tree_depth`` and ``max_energy_error``), with the default
+    :class:`SurrogatePolicy`.
+
+    Each chain's ``ctx.chain`` ends at its adapted state, step size and
+    metric, from which the sampler's own kernel continues.  Returns a
+    :class:`WarmupPoints`: every recorded point, pooled (``Q``, ``G``,
+    ``U``: shapes (n, dim), (n, dim), (n,)), for the sampler's own
+    surrogate, and the Laplace approximation of the start (or None).
+    ``run.info["warmup"]`` says what the warm-up did (exact calls, fits,
+    the share of its iterations V drove).
+    Call after ``run.start()``.
+    """
+    opts = _WarmupOptions(sampler)
+    engine = SurrogateNUTS(opts, DEFAULT_POLICY,
+                           {"used": True, "decided_by": 'warmup="surrogate-nuts"'})
+    engine.run_warmup(run)
+    Q, G, U = engine.training_points(run)
+    calls = engine.exact_calls_per_chain(run)
+    surrogate_rows = sum(b - a for ctx in run.ctxs
+                         for a, b, mode, _ in ctx.policy_state.history if mode == "surrogate")
+    n_rows = run.n_warmup * len(run.ctxs)
+    run.info["warmup"] = {
+        "kind": "surrogate-nuts", "n_points": int(Q.shape[0]), "fits": engine.fits,
+        "laplace_calls": engine.exact_calls["laplace"],
+        "exact_gradient_calls": engine.exact_calls["laplace"] + sum(g for g, _ in calls),
+        "exact_value_calls": sum(v for _, v in calls),
+        "surrogate_share": surrogate_rows / n_rows if n_rows else 0.0}
+    return WarmupPoints(Q, G, U, engine.laplace)
+
+
+@dataclass(frozen=True)
+class WarmupPoints:
+    """What :func:`surrogate_nuts_warmup` leaves a paper's sampler."""
+    Q: np.ndarray
+    G: np.ndarray
+    U: np.ndarray
+    laplace: object
+
+
+class _WarmupOptions:
+    """The NUTS options :class:`SurrogateNUTS` reads, for a paper's sampler."""
+
+    def __init__(self, sampler):
+        self.potential = sampler.potential
+        self.step_size = None
+        self.target_accept = 0.8
+        self.max_tree_depth = getattr(sampler, "max_tree_depth", 10)
+        self.max_energy_error = sampler.max_energy_error

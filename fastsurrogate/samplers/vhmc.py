@@ -44,6 +44,8 @@ from ._chain import surrogate_seed
 from ._checks import check_int, check_positive, check_metric, check_flag
 from .hmc import HMC
 from ._transitions import check_transitions, tune_transitions
+from .surrogate_nuts import check_warmup, check_warmup_size, surrogate_nuts_warmup
+from ..surrogates.value_gradient import gaussian_base_terms
 
 __all__ = ["VHMC", "training_curve", "default_n_hidden"]
 
@@ -152,6 +154,21 @@ class VHMC(HMC):
     metric : {"laplace", "laplace-diag", "unit"} or ndarray
         Inverse mass matrix: the Laplace covariance (dense, the default),
         its diagonal, the identity, or a fixed (dim,) / (dim, dim) array.
+    warmup : {"paper", "surrogate-nuts"}
+        "paper" (default): Algorithm 2 above.  "surrogate-nuts" (a
+        deviation, not in the paper): the chains warm up together with
+        surrogate-driven NUTS
+        (:func:`~fastsurrogate.samplers.surrogate_nuts.surrogate_nuts_warmup`:
+        Laplace start, exact NUTS recorded, then NUTS on a value-and-gradient
+        surrogate whose every exact correction is recorded with its
+        gradient); z's output weights then solve the gradient-matching
+        problem (3.19) in one batch over every recorded (q, grad U - grad
+        L), L the Laplace term, and V = z + L: the Laplace term stays (a
+        softplus z alone grows only linearly away from its data, and exp(-z)
+        need not normalise).  The draws run on V (judged by V, or by U with
+        ``exact``) from each chain's adapted state, step size and metric.
+        ``n_s``, ``mu``, ``n_train``, ``tol``, ``window`` and ``transitions``
+        do not apply; the start's Laplace approximation is VHMC's.
     blas_threads : int or None
         Threads of SciPy's OpenBLAS while the chains run (the SMW updates are
         dgemm/dsyrk calls on s x s matrices, where extra threads mostly add
@@ -191,7 +208,7 @@ class VHMC(HMC):
                  exact=False, delayed_acceptance=False, laplace=None, metric="laplace",
                  step_size=None, n_steps=10, random_n_steps=True, adapt=True,
                  target_accept=0.8, max_energy_error=1000.0, blas_threads=1,
-                 transitions=None, inner="hmc", max_tree_depth=10):
+                 transitions=None, inner="hmc", max_tree_depth=10, warmup="paper"):
         super().__init__(potential, step_size=step_size, n_steps=n_steps,
                          random_n_steps=random_n_steps, metric="unit", adapt=adapt,
                          target_accept=target_accept, max_energy_error=max_energy_error)
@@ -242,6 +259,9 @@ class VHMC(HMC):
             raise ValueError("delayed_acceptance does not apply with transitions")
         if self.exact:
             self.method = "vhmc-exact"
+        self.warmup_kind = check_warmup(warmup, self.method)
+        if self.warmup_kind != "paper" and self.transitions is not None:
+            raise ValueError("warmup='surrogate-nuts' has no transitions option")
 
     # -- pieces -----------------------------------------------------------------
     def _inv_metric(self, lap):
@@ -336,6 +356,9 @@ class VHMC(HMC):
 
     # -- the algorithm -----------------------------------------------------------
     def check_sizes(self, n_draws, n_warmup):
+        if self.warmup_kind != "paper":
+            check_warmup_size(self.method, n_warmup)
+            return
         if n_warmup < 1:
             raise ValueError(f"n_warmup must be >= 1, got {n_warmup}")
         if isinstance(self.n_train, int) and self.n_train > n_warmup:
@@ -363,6 +386,8 @@ class VHMC(HMC):
         train, warmup (frozen part), sample.
         """
         run.exact = self.exact
+        if self.warmup_kind == "surrogate-nuts":
+            return self._after_surrogate_nuts_warmup(run)
         t_max = self.n_train if isinstance(self.n_train, int) else run.n_warmup
         seed = surrogate_seed(run.generators[0])
         with run.phase("laplace"):
@@ -375,6 +400,45 @@ class VHMC(HMC):
         with blas_threads(self.blas_threads):
             run.each_chain(lambda ctx: self.chain(ctx, lap, seed, mu_fn, t_max),
                            run.n_warmup + run.n_draws, self.method)
+
+    def _after_surrogate_nuts_warmup(self, run):
+        """``warmup="surrogate-nuts"``: that warm-up; z fitted to every
+        recorded (q, grad U - grad L) by (3.19) in one batch; the draws on
+        V = z + L."""
+        seed = surrogate_seed(run.generators[0])
+        run.start()
+        w = surrogate_nuts_warmup(self, run)
+        lap = self.laplace if self.laplace is not None else w.laplace
+        if lap is None:
+            with run.phase("laplace"):
+                lap = laplace_approximation(self.potential)
+        run.info["laplace"] = lap
+        with run.phase("train"), blas_threads(self.blas_threads):
+            net, V, lam = self.make_surrogate(lap, seed)
+            trainer = SMWTrainer(self.n_hidden, self.potential.dim, lam)
+            # z fits the residual gradient grad U - grad Laplace: V = z + Laplace
+            # keeps the Laplace term's tails (a softplus z alone grows only
+            # linearly away from its data, and exp(-z) need not normalise)
+            G = w.G - gaussian_base_terms(lap.potential, w.Q)[1]
+            _resolve(trainer, net, list(zip(w.Q, G)))
+            net.output_weights = trainer.weights
+            V.weights = [1.0, 1.0]
+        judge = self.potential if self.exact else V
+        for ctx in run.ctxs:
+            ctx.net, ctx.V, ctx.lam, ctx.t0 = net, V, lam, run.n_warmup
+            ctx.curve = {"iteration": [], "sq_error": [], "sq_grad": [], "mu": [1.0],
+                         "weight_change": [], "resolves": []}
+
+        def sample(ctx):
+            old = ctx.chain
+            ctx.chain = Chain(V, judge, old.position, ctx.generator, step_size=old.step_size,
+                              n_steps=self.n_steps, random_n_steps=self.random_n_steps,
+                              inv_metric=old.inv_metric, max_energy_error=self.max_energy_error,
+                              delayed_acceptance=self.delayed_acceptance)
+            with ctx.phase("sample"):
+                ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
+
+        run.each_chain(sample, run.n_draws, self.method)
 
     def chain(self, ctx, lap, seed, mu_fn, t_max):
         """One chain: train for t0 iterations, freeze V, finish the warm-up, sample."""

@@ -34,6 +34,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from ._network import RandomNetwork
+from .gp import fit_fitc
 from ..core._potential import WeightedSum
 from ..core import _blas_threads
 
@@ -150,6 +151,30 @@ class _Design:
         return v, float(self.rm - self.hm @ v)
 
 
+def _checked_points(Q, u, G, held_out):
+    """Q (N, dim), u (N,), G (N, dim) (NaN rows: no gradient; None: none)
+    and held_out (N,) bool (None: the last fifth), checked."""
+    Q = np.ascontiguousarray(Q, dtype=np.float64)
+    u = np.asarray(u, dtype=np.float64).ravel()
+    N, d = Q.shape
+    if u.shape != (N,):
+        raise ValueError(f"u must have shape ({N},), got {u.shape}")
+    G = np.full((N, d), np.nan) if G is None else np.asarray(G, dtype=np.float64)
+    if G.shape != (N, d):
+        raise ValueError(f"G must have shape ({N}, {d}), got {G.shape}")
+    if N < 4:
+        raise ValueError(f"need at least 4 points, got {N}")
+    if not (np.all(np.isfinite(Q)) and np.all(np.isfinite(u))):
+        raise ValueError("Q and u must be finite")
+    if held_out is None:
+        held_out = np.zeros(N, dtype=bool)
+        held_out[N - max(N // 5, 2):] = True
+    held_out = np.asarray(held_out, dtype=bool)
+    if held_out.shape != (N,) or held_out.all() or not held_out.any():
+        raise ValueError("held_out must be N booleans leaving points on both sides")
+    return Q, u, G, held_out
+
+
 def fit_value_gradient(Q, u, G=None, *, base=None, n_hidden=300, held_out=None, seed=None,
                        input_scales=INPUT_SCALES, blas_threads=1, values=True):
     """Fit V = base + random-basis network to U values and gradients.
@@ -198,31 +223,13 @@ def fit_value_gradient(Q, u, G=None, *, base=None, n_hidden=300, held_out=None, 
         ``base_acceptance`` (the base alone), ``input_scale``, ``ridge``,
         ``n_points``, ``n_gradients``, ``n_hidden``, ``kind``.
     """
-    Q = np.ascontiguousarray(Q, dtype=np.float64)
-    u = np.asarray(u, dtype=np.float64).ravel()
+    Q, u, G, held_out = _checked_points(Q, u, G, held_out)
     N, d = Q.shape
-    if u.shape != (N,):
-        raise ValueError(f"u must have shape ({N},), got {u.shape}")
-    if G is None:
-        G = np.full((N, d), np.nan)
-    G = np.asarray(G, dtype=np.float64)
-    if G.shape != (N, d):
-        raise ValueError(f"G must have shape ({N}, {d}), got {G.shape}")
-    if N < 4:
-        raise ValueError(f"need at least 4 points, got {N}")
-    if not (np.all(np.isfinite(Q)) and np.all(np.isfinite(u))):
-        raise ValueError("Q and u must be finite")
     if base is None and n_hidden < 1:
         raise ValueError("n_hidden = 0 needs a base")
     has_grad = np.all(np.isfinite(G), axis=1)
     if not values and not has_grad.any():
         raise ValueError("values=False (score matching) needs gradients")
-    if held_out is None:
-        held_out = np.zeros(N, dtype=bool)
-        held_out[N - max(N // 5, 2):] = True
-    held_out = np.asarray(held_out, dtype=bool)
-    if held_out.all() or not held_out.any():
-        raise ValueError("held_out must leave points on both sides")
     Bq, gB = gaussian_base_terms(base, Q)
     r = u - Bq
     Rq = np.where(has_grad[:, None], G - gB, 0.0)
@@ -279,16 +286,8 @@ def fit_fitc_residual(Q, u, *, base=None, n_inducing=100, held_out=None, seed=No
     evaluation); the held-out points score it as in
     :func:`fit_value_gradient`, whose arguments and returns these are.
     """
-    from .gp import fit_fitc
-    Q = np.ascontiguousarray(Q, dtype=np.float64)
-    u = np.asarray(u, dtype=np.float64).ravel()
+    Q, u, _, held_out = _checked_points(Q, u, None, held_out)
     N = Q.shape[0]
-    if held_out is None:
-        held_out = np.zeros(N, dtype=bool)
-        held_out[N - max(N // 5, 2):] = True
-    held_out = np.asarray(held_out, dtype=bool)
-    if held_out.all() or not held_out.any():
-        raise ValueError("held_out must leave points on both sides")
     r = u - gaussian_base_terms(base, Q)[0]
     tr = np.flatnonzero(~held_out)
     if tr.shape[0] > max_train:
