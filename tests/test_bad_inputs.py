@@ -1112,3 +1112,41 @@ def test_callback_flags_must_be_booleans(flag, bad):
     """thread_safe="no" used to be taken as True (issue 40, failure path 7)."""
     with pytest.raises(TypeError, match=f"{flag} must be True or False"):
         fs.Potential.from_callable(lambda q: (0.5 * q @ q, q), 2, **{flag: bad})
+
+
+@pytest.mark.parametrize("ret", [lambda q: (True, q), lambda q: (0.5 * q @ q, q > 0)],
+                         ids=["bool value", "bool gradient"])
+def test_a_callback_returning_booleans_is_refused(ret):
+    """U = True or a boolean gradient used to run as 1.0 / 0-1 (issue 40,
+    failure path 7): the sampler stops with a TypeError that names it, and
+    nothing was drawn from it."""
+    pot = fs.Potential.from_callable(ret, 2)
+    with pytest.raises(TypeError, match="not a real number|dtype bool"):
+        fs.HMC(pot, step_size=0.1, n_steps=3, adapt=False).sample(
+            10, 0, chains=1, seed=1, progress=False, warn=False)
+
+
+@pytest.mark.parametrize("init", [[True, False], np.array([[True, False]] * 2)])
+def test_init_of_booleans_is_refused_like_seed(init):
+    m = fs.models.StandardNormal(2)
+    with pytest.raises(TypeError, match="init must be real numbers, not booleans"):
+        fs.NUTS(m, surrogate=False).sample(10, 10, chains=2, init=init, progress=False)
+    with pytest.raises(TypeError, match="seed"):
+        fs.NUTS(m, surrogate=False).sample(10, 10, chains=2, seed=True, progress=False)
+
+
+def test_options_that_would_be_ignored_are_refused():
+    """inner= without transitions (RNS-HMC, ARNS-HMC, VHMC) and train_from=
+    on ARNS-HMC's start set of states used to be accepted and ignored
+    (issue 40, failure path 9)."""
+    m = fs.models.StandardNormal(3)
+    for cls in (fs.RNSHMC, fs.ARNSHMC, fs.VHMC):
+        with pytest.raises(ValueError, match="needs transitions="):
+            cls(m, inner="nuts")
+    assert fs.RNSHMC(m, transitions=2, inner="nuts").inner == "nuts"
+    assert fs.RNSHMC(m).inner == "hmc"
+    with pytest.raises(ValueError, match="train_from applies to"):
+        fs.ARNSHMC(m, train_from=0.5)               # d = 3: a start set of states
+    with pytest.raises(ValueError, match="train_from applies to"):
+        fs.ARNSHMC(m, train_from=0.5, warmup="surrogate-nuts")
+    assert fs.ARNSHMC(m, training="trajectory", train_from=0.5).train_from == 0.5

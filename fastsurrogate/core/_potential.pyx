@@ -445,7 +445,7 @@ def _real(v, what):
     if np.iscomplexobj(v):
         raise TypeError(f"potential callback returned a complex {what}; return a real number")
     try:
-        if np.asarray(v).dtype.kind not in "biuf":
+        if np.asarray(v).dtype.kind not in "iuf":       # a bool is no energy
             raise TypeError
         return float(v)
     except (TypeError, ValueError):
@@ -519,7 +519,7 @@ cdef class CallbackPotential(Potential):
                 if np.iscomplexobj(ga):
                     raise TypeError("potential callback returned a complex gradient; "
                                     "return real numbers")
-                if ga.dtype.kind not in "biuf":
+                if ga.dtype.kind not in "iuf":
                     raise TypeError(f"potential callback returned a gradient of dtype "
                                     f"{ga.dtype}; return an array of real numbers")
                 ga = np.asarray(ga, dtype=np.float64)

@@ -156,6 +156,12 @@ def check_init(init, dim, chains):
     """User initial points as a (chains, dim) array (None stays None)."""
     if init is None:
         return None
+    try:
+        booleans = np.asarray(init).dtype.kind == "b"
+    except (TypeError, ValueError):         # ragged: real_array says so
+        booleans = False
+    if booleans:
+        raise TypeError("init must be real numbers, not booleans (True / False), as seed is")
     init = real_array("init", init, allow_nonfinite=True)
     if init.shape == (dim,):
         init = np.tile(init, (chains, 1))

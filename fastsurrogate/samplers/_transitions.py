@@ -43,7 +43,9 @@ INNER = ("hmc", "nuts")
 
 
 def check_transitions(transitions, inner):
-    """None (off), an int k >= 1 or "auto"; inner "hmc" or "nuts"."""
+    """None (off), an int k >= 1 or "auto"; inner "hmc" or "nuts" (None:
+    "hmc"), which needs transitions: an option that would be ignored is
+    refused.  Returns (transitions, inner)."""
     if transitions is not None:
         if isinstance(transitions, str):
             if transitions != "auto":
@@ -51,8 +53,14 @@ def check_transitions(transitions, inner):
                                  f'got {transitions!r}')
         else:
             transitions = check_int("transitions", transitions, 1)
+    if inner is None:
+        return transitions, "hmc"
     if not isinstance(inner, str) or inner not in INNER:
         raise ValueError(f'inner must be "hmc" or "nuts", got {inner!r}')
+    if transitions is None:
+        raise ValueError(f"inner={inner!r} is the kernel of surrogate transitions: it needs "
+                         "transitions= (an integer k or \"auto\"), without them it would be "
+                         "ignored")
     return transitions, inner
 
 

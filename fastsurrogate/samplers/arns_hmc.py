@@ -160,6 +160,14 @@ class ARNSHMC(RNSHMC):
         self.start_kind = ("trajectory" if training == "trajectory" or (
             training == "auto" and self.n_start < quadratic_count(potential.dim))
             or self.warmup_kind != "paper" else "states")
+        if "train_from" in options and (self.start_kind != "trajectory"
+                                        or self.warmup_kind != "paper"):
+            raise ValueError("train_from applies to a start set of exploration trajectory "
+                             "points (training='trajectory', or 'auto' in d >= 19); here the "
+                             "start set is " + ("the surrogate-nuts warm-up's points"
+                                                if self.warmup_kind != "paper" else
+                                                f"the last n_start = {self.n_start} states")
+                             + " and it would be ignored")
         if self.start_kind == "states" and hidden_defaulted:
             # its online updates cost O(s^2) per point and its start set is
             # n_start points: the paper's s, not RNS-HMC's "auto"

@@ -168,9 +168,10 @@ class RNSHMC(HMC):
         ``adapt`` the inner step size is re-adapted on V alone (200
         iterations, no exact evaluation).  ``info["transitions"]`` (per
         chain) records k, the step size and the ladder.
-    inner : {"hmc", "nuts"}
+    inner : {"hmc", "nuts"} or None
         The kernel on V for ``transitions``: HMC with this sampler's
         ``n_steps`` / ``random_n_steps``, or NUTS (``max_tree_depth``).
+        None (default): HMC.  Refused without ``transitions``.
     explore : {"hmc", "nuts"}
         The exact kernel of the exploration phase: HMC (the paper's,
         default) or NUTS (Stan's multinomial NUTS; its step size then starts
@@ -208,7 +209,7 @@ class RNSHMC(HMC):
                  standardize=True, input_scale="auto", training="auto", train_from=0.2,
                  delayed_acceptance=False, guard=0.5, guard_window=200,
                  guard_action="retrain", surrogate=None, base=None, transitions=None,
-                 inner="hmc", explore="hmc", max_tree_depth=10, subspace=None,
+                 inner=None, explore="hmc", max_tree_depth=10, subspace=None,
                  subspace_points=1000, warmup="paper", **hmc_options):
         super().__init__(potential, **hmc_options)
         self.warmup_kind = check_warmup(warmup, self.method)

@@ -145,8 +145,9 @@ class VHMC(HMC):
         with U - V; see :class:`~fastsurrogate.RNSHMC`); k and the inner
         step size are tuned at t0 and fixed from there (the rest of the
         warm-up re-adapts the inner step size when ``adapt``).
-    inner : {"hmc", "nuts"}
-        The kernel on V for ``transitions``.
+    inner : {"hmc", "nuts"} or None
+        The kernel on V for ``transitions`` (None, default: HMC); refused
+        without them.
     max_tree_depth : int
         NUTS as ``inner``: at most 2**max_tree_depth - 1 leapfrog steps.
     laplace : LaplaceApproximation, optional
@@ -208,7 +209,7 @@ class VHMC(HMC):
                  exact=False, delayed_acceptance=False, laplace=None, metric="laplace",
                  step_size=None, n_steps=10, random_n_steps=True, adapt=True,
                  target_accept=0.8, max_energy_error=1000.0, blas_threads=1,
-                 transitions=None, inner="hmc", max_tree_depth=10, warmup="paper"):
+                 transitions=None, inner=None, max_tree_depth=10, warmup="paper"):
         super().__init__(potential, step_size=step_size, n_steps=n_steps,
                          random_n_steps=random_n_steps, metric="unit", adapt=adapt,
                          target_accept=target_accept, max_energy_error=max_energy_error)
