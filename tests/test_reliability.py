@@ -362,3 +362,19 @@ def test_the_finiteness_check_finds_a_nan_in_any_block():
         fs.models.LogisticRegression(X, np.zeros(X.shape[0]))
     X[_checks._FINITE_BLOCK // 10 + 3, 2] = 0.0
     assert fs.models.LogisticRegression(X, np.zeros(X.shape[0])).n_obs == X.shape[0]
+
+
+def test_a_million_chains_are_refused_before_any_work():
+    """chains=10**6 used to run for about 7 minutes and 12 GB before failing
+    (issue 40, failure path 8): the per-chain state counts in the up-front
+    memory check, refused before the potential is evaluated or a chain made."""
+    calls = []
+
+    def f(q):
+        calls.append(1)
+        return 0.5 * q @ q, q
+
+    pot = fs.Potential.from_callable(f, 2)
+    with pytest.raises(MemoryError, match="per-chain state"):
+        fs.NUTS(pot, surrogate=False).sample(1000, 1000, chains=10**6, progress=False)
+    assert not calls

@@ -451,6 +451,7 @@ class Sampler:
         n_warmup = check_int("n_warmup", self.default_warmup if n_warmup is None else n_warmup, 0)
         chains = check_int("chains", self.default_chains if chains is None else chains, 1)
         self.check_sizes(n_draws, n_warmup)
+        check_trace_memory(n_warmup + n_draws, self.potential.dim, chains)   # before any work
         return self._checked(check_flag("warn", warn), n_draws, n_warmup, chains, seed, init,
                              progress, keep_warmup, checkpoint, checkpoint_every, resume,
                              executor)
