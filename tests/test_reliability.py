@@ -378,3 +378,27 @@ def test_a_million_chains_are_refused_before_any_work():
     with pytest.raises(MemoryError, match="per-chain state"):
         fs.NUTS(pot, surrogate=False).sample(1000, 1000, chains=10**6, progress=False)
     assert not calls
+
+
+@pytest.mark.parametrize("thread_safe", [False, True], ids=["in turn", "threads"])
+@pytest.mark.parametrize("exc_type", [SystemExit, GeneratorExit])
+def test_a_base_exception_in_a_potential_keeps_the_rows_made(thread_safe, exc_type):
+    """A potential raising SystemExit (or another BaseException that is not
+    an Exception) used to lose the rows made so far: no ``e.result`` (issue
+    40, failure path 1).  It propagates unchanged, with the partial Result."""
+    n = [0]
+
+    def f(q):
+        n[0] += 1
+        if n[0] > 400:
+            raise exc_type("stop here")
+        return 0.5 * q @ q, q
+
+    pot = fs.Potential.from_callable(f, 2, thread_safe=thread_safe)
+    with pytest.raises(exc_type) as info:
+        fs.HMC(pot, step_size=0.5, n_steps=2, adapt=False).sample(
+            500, 0, chains=2, seed=1, progress=False, warn=False)
+    res = info.value.result
+    assert res.n_done.sum() > 50
+    for c, k in enumerate(res.n_done):
+        assert np.all(np.isfinite(res.draws[c, :k]))

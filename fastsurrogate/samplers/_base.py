@@ -307,7 +307,9 @@ class Run:
                 self.stop[0] = 1
                 self.interrupted = True
                 return
-            except Exception as exc:  # noqa: BLE001 - handed back with the partial result
+            except BaseException as exc:  # noqa: BLE001 - handed back with the partial result
+                # (SystemExit and the like too: a potential that calls sys.exit
+                # still leaves the rows made so far in the exception's result)
                 self.stop[0] = 1
                 self.error = exc
                 return
@@ -531,7 +533,7 @@ class Sampler:
             pass
         except KeyboardInterrupt:
             run.interrupted = True
-        except Exception as exc:  # noqa: BLE001 - re-raised by sample with the partial result
+        except BaseException as exc:  # noqa: BLE001 - re-raised by sample with the partial result
             run.error = exc
         finally:
             run.close()
