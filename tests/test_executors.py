@@ -163,6 +163,31 @@ def _fails_after_a_while(q):
     return 0.5 * float(q @ q), q
 
 
+class TwoArgumentError(Exception):
+    """Pickles (as the class and its args) but does not unpickle: __init__
+    wants two arguments and args holds one message."""
+
+    def __init__(self, where, value):
+        super().__init__(f"{where}: {value}")
+
+
+def _fails_with_an_exception_that_does_not_unpickle(q):
+    if abs(q[0]) > 1.5:
+        raise TwoArgumentError("q[0]", q[0])
+    return 0.5 * float(q @ q), q
+
+
+def test_an_exception_that_does_not_unpickle_arrives_named(processes):
+    """It used to arrive as an unrelated TypeError (from unpickling it;
+    issue 40, failure path 3); now as a RuntimeError naming its type and
+    text, with the partial result."""
+    pot = fs.Potential.from_callable(_fails_with_an_exception_that_does_not_unpickle, 2)
+    with pytest.raises(RuntimeError, match="TwoArgumentError: q\\[0\\]") as info:
+        fs.sample(pot, method="hmc", n_draws=500, n_warmup=10, chains=2, seed=1,
+                  progress=False, n_steps=3, adapt=False, executor=processes)
+    assert info.value.result.interrupted
+
+
 def test_vhmc_chains_in_processes(model, processes):
     kw = dict(n_draws=100, n_warmup=200, chains=2, seed=1, progress=False, n_hidden=30)
     ref = fs.sample(model, method="vhmc", **kw)

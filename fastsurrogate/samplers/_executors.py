@@ -345,11 +345,23 @@ def _run_chain_remote(table_bytes, call_bytes):
     back = {id(p): (token, p) for token, p in table.items()}
     reply = (state, _info_changes(run.info, before), run.reported,
              f"{socket.gethostname()}:{os.getpid()}")
+    return _dumps(reply, back, grow=False), _error_bytes(error, ctx.index)
+
+
+def _error_bytes(error, index):
+    """The chain's exception pickled for the caller: itself when it makes
+    the round trip (pickled AND unpickled: an exception whose __init__ wants
+    other arguments than its args pickles but fails to load, as a TypeError
+    unrelated to it), else a RuntimeError naming its type and text."""
     try:
-        error_bytes = pickle.dumps(error)
-    except Exception:  # noqa: BLE001 - an exception that does not pickle
-        error_bytes = pickle.dumps(RuntimeError(f"chain {ctx.index} failed: {error!r}"))
-    return _dumps(reply, back, grow=False), error_bytes
+        data = pickle.dumps(error)
+        pickle.loads(data)
+        return data
+    except Exception:  # noqa: BLE001 - an exception that does not make the round trip
+        return pickle.dumps(RuntimeError(
+            f"chain {index} failed with {type(error).__module__}.{type(error).__qualname__}: "
+            f"{error!s} (the exception itself does not pickle and unpickle, so it cannot "
+            f"be sent back from the executor)"))
 
 
 def _remote(run, worker, ex, kind):
