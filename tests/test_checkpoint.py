@@ -11,6 +11,8 @@ statistics to the uninterrupted run with the same seed.
 import os
 import pickle
 import shutil
+import subprocess
+import sys
 from unittest import mock
 
 import numpy as np
@@ -509,3 +511,44 @@ def test_variants_resume_bit_for_bit(tmp_path, name):
         assert_same(go(checkpoint=path, checkpoint_every=40), ref)
     for c in (copies[len(copies) // 3], copies[2 * len(copies) // 3]):
         assert_same(go(resume=c), ref)
+
+
+@pytest.mark.parametrize("threads", [False, True], ids=["in turn", "threads"])
+def test_ctrl_c_during_a_checkpoint_write_returns_the_partial_result(tmp_path, threads):
+    """A KeyboardInterrupt inside the write (np.savez) used to escape as
+    KeyboardInterrupt (issue 40, failure path 4): the run returns its
+    partial Result as after any Ctrl-C, the file on disk is the previous
+    write (atomic: no tmp file left), and resuming from it gives the
+    uninterrupted draws bit for bit."""
+    model = MODEL if threads else potential(Calls())
+    ref = run("hmc", model)
+    path = tmp_path / "ck.npz"
+    savez, n = np.savez, [0]
+
+    def interrupted_savez(*args, **kwargs):
+        n[0] += 1
+        if n[0] == 4:
+            raise KeyboardInterrupt
+        return savez(*args, **kwargs)
+
+    with mock.patch.object(np, "savez", interrupted_savez):
+        part = run("hmc", model, checkpoint=path, checkpoint_every=20)
+    assert part.interrupted
+    assert not any(f.name.startswith("ck.npz.tmp") for f in tmp_path.iterdir())
+    assert_same(run("hmc", model, resume=path), ref)
+
+
+def test_a_killed_writers_tmp_file_is_removed_and_a_live_ones_kept(tmp_path):
+    """A kill during a write used to leave <ckpt>.tmp<pid> for ever (issue
+    40, failure path 5): the next write removes it when that pid is gone."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    path = tmp_path / "ck.npz"
+    stale = tmp_path / f"ck.npz.tmp{dead.pid}"
+    live = tmp_path / f"ck.npz.tmp{os.getppid()}"          # a running process's
+    other = tmp_path / "other.npz.tmp1"
+    for f in (stale, live, other):
+        f.write_bytes(b"partial")
+    run("hmc", MODEL, checkpoint=path, checkpoint_every=100)
+    assert path.exists() and not stale.exists()
+    assert live.exists() and other.exists()

@@ -92,8 +92,12 @@ def _jsonable(o):
 
 
 def write_npz(path, header, arrays):
-    """Write header (JSON) + arrays to `path` atomically (tmp file + os.replace)."""
+    """Write header (JSON) + arrays to `path` atomically: a tmp file, fsynced,
+    moved over `path` with os.replace, and the directory fsynced (the rename
+    itself durable).  A tmp file left by a writer that was killed (its pid
+    no longer runs) is removed first."""
     path = os.fspath(path)
+    _remove_stale_tmp(path)
     tmp = f"{path}.tmp{os.getpid()}"
     blob = np.frombuffer(json.dumps(header, default=_jsonable).encode("utf-8"), dtype=np.uint8)
     try:
@@ -108,6 +112,42 @@ def write_npz(path, header, arrays):
         except OSError:
             pass
         raise
+    _fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def _fsync_dir(folder):
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:                 # pragma: no cover - a folder we may not open
+        return
+    try:
+        os.fsync(fd)
+    except OSError:                 # pragma: no cover - file systems without it
+        pass
+    finally:
+        os.close(fd)
+
+
+def _remove_stale_tmp(path):
+    """Remove ``<path>.tmp<pid>`` files whose writer is gone."""
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry[len(name) + 4:]
+        if not (entry.startswith(name + ".tmp") and pid.isdigit()) or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)            # still running: its file, leave it
+        except ProcessLookupError:
+            try:
+                os.remove(os.path.join(folder, entry))
+            except OSError:
+                pass
+        except (PermissionError, OverflowError, OSError):
+            pass
 
 
 def read_npz(path, fmt, version):

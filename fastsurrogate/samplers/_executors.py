@@ -147,7 +147,10 @@ def _local(run, worker, ex):
             done, pending = wait(pending, timeout=0.1, return_when=FIRST_EXCEPTION)
             for f in done:
                 exc = f.exception()
-                if exc is not None and not isinstance(exc, Interrupted):
+                if isinstance(exc, KeyboardInterrupt):   # an interruption, wherever it landed
+                    run.stop[0] = 1
+                    run.interrupted = True
+                elif exc is not None and not isinstance(exc, Interrupted):
                     run.stop[0] = 1
                     if run.error is None or (_bare_callback_error(run.error)
                                              and not _bare_callback_error(exc)):
