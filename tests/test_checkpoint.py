@@ -552,3 +552,50 @@ def test_a_killed_writers_tmp_file_is_removed_and_a_live_ones_kept(tmp_path):
     run("hmc", MODEL, checkpoint=path, checkpoint_every=100)
     assert path.exists() and not stale.exists()
     assert live.exists() and other.exists()
+
+
+def _rewrite_npz(src, dst, change):
+    """Copy the .npz at src to dst (a valid zip), its members passed through
+    change(name, array) -> array or None (dropped)."""
+    with np.load(src, allow_pickle=False) as z:
+        members = {k: z[k] for k in z.files}
+    out = {}
+    for k, a in members.items():
+        b = change(k, a)
+        if b is not None:
+            out[k] = b
+    with open(dst, "wb") as f:
+        np.savez(f, **out)
+
+
+def test_a_rewritten_or_damaged_checkpoint_is_refused_with_a_clear_message(tmp_path):
+    """A valid zip whose arrays were rewritten used to resume silently with
+    other draws; damaged ones gave raw library messages or misleading ones
+    (issue 40, failure path 10)."""
+    path = tmp_path / "ck.npz"
+    run("hmc", MODEL, checkpoint=path, checkpoint_every=50)
+    with np.load(path) as z:
+        draws = [k for k in z.files if k.endswith("/draws")][0]
+
+    def other_values(k, a):
+        return a + 1.0 if k == draws else a
+
+    def dropped(k, a):
+        return None if k == draws else a
+
+    def bad_header(k, a):
+        return np.frombuffer(b"{not json", dtype=np.uint8) if k == "__header__" else a
+
+    for change, message in ((other_values, "do not match the digest"),
+                            (dropped, "do not match the digest"),
+                            (bad_header, "header is damaged")):
+        bad = tmp_path / f"{change.__name__}.npz"
+        _rewrite_npz(path, bad, change)
+        with pytest.raises(ValueError, match=message):
+            run("hmc", MODEL, resume=bad)
+    # a truncated member (the zip's data cut short): a ValueError naming the file
+    raw = path.read_bytes()
+    cut = tmp_path / "cut.npz"
+    cut.write_bytes(raw[: len(raw) // 2] + raw[-22:])
+    with pytest.raises(ValueError, match="cut.npz"):
+        run("hmc", MODEL, resume=cut)

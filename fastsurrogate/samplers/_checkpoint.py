@@ -99,6 +99,7 @@ def write_npz(path, header, arrays):
     path = os.fspath(path)
     _remove_stale_tmp(path)
     tmp = f"{path}.tmp{os.getpid()}"
+    header = dict(header, digest=_digest(arrays))
     blob = np.frombuffer(json.dumps(header, default=_jsonable).encode("utf-8"), dtype=np.uint8)
     try:
         with open(tmp, "wb") as f:
@@ -113,6 +114,18 @@ def write_npz(path, header, arrays):
             pass
         raise
     _fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def _digest(arrays):
+    """BLAKE2b of every array's name, dtype, shape and bytes, in name order:
+    a file whose members were rewritten, added or removed after it was
+    written (still a valid zip) no longer matches it."""
+    h = hashlib.blake2b(digest_size=32)
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode("utf-8"))
+        h.update(a.view(np.uint8).reshape(-1) if a.size else b"")
+    return h.hexdigest()
 
 
 def _fsync_dir(folder):
@@ -163,18 +176,35 @@ def read_npz(path, fmt, version):
                          "file")
     try:
         z = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 - OSError, ValueError, zipfile.BadZipFile, ...
         raise ValueError(f"{path!r} is not a readable .npz file: {exc}") from None
     with z:
         if "__header__" not in z.files:
             raise ValueError(f"{path!r} has no __header__: not a {fmt} file")
-        header = json.loads(bytes(z["__header__"]).decode("utf-8"))
+        try:
+            header = json.loads(bytes(z["__header__"]).decode("utf-8"))
+        except (ValueError, UnicodeDecodeError, OSError) as exc:
+            raise ValueError(f"{path!r}: its header is damaged ({type(exc).__name__}: "
+                             f"{exc}); not a readable {fmt} file") from None
+        if not isinstance(header, dict):
+            raise ValueError(f"{path!r}: its header is not a {fmt} header")
         if header.get("format") != fmt:
             raise ValueError(f"{path!r} is a {header.get('format')!r} file, not {fmt!r}")
         if header.get("version", 0) > version:
             raise ValueError(f"{path!r} has {fmt} version {header['version']}; this "
                              f"fastsurrogate reads up to version {version}")
-        arrays = {k: z[k] for k in z.files if k != "__header__"}
+        arrays = {}
+        for k in z.files:
+            if k == "__header__":
+                continue
+            try:
+                arrays[k] = z[k]
+            except Exception as exc:  # noqa: BLE001 - ValueError, OSError, zlib.error, BadZipFile
+                raise ValueError(f"{path!r}: its member {k!r} is damaged ({exc})") from None
+    if "digest" in header and _digest(arrays) != header["digest"]:
+        raise ValueError(f"{path!r}: its arrays do not match the digest written with them "
+                         f"(members were changed, added or removed after it was written); "
+                         f"refusing to read it as a {fmt} file")
     return header, arrays
 
 
