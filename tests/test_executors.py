@@ -1,6 +1,8 @@
 """sample(..., executor=): chains on threads, processes and a Dask cluster give
 the same draws for the same seed; the merged Result is whole."""
 import multiprocessing
+import os
+import signal
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
@@ -186,6 +188,51 @@ def test_an_exception_that_does_not_unpickle_arrives_named(processes):
         fs.sample(pot, method="hmc", n_draws=500, n_warmup=10, chains=2, seed=1,
                   progress=False, n_steps=3, adapt=False, executor=processes)
     assert info.value.result.interrupted
+
+
+class _KillsItsProcessOnce:
+    """A potential (it pickles) that kills the worker process it runs in with
+    SIGKILL when q[0] > 1.2: once (a marker file), or ``always``; never in
+    the parent process (which evaluates it for the chains' starts)."""
+
+    def __init__(self, marker, always=False):
+        self.marker, self.always = str(marker), always
+
+    def __call__(self, q):
+        if q[0] > 1.2 and multiprocessing.parent_process() is not None and (
+                self.always or not os.path.exists(self.marker)):
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return _quadratic(q)
+
+
+def test_a_killed_worker_process_loses_nothing(tmp_path):
+    """One killed ProcessPoolExecutor worker used to lose every chain's work
+    (BrokenProcessPool, n_done [0, 0]; issue 40, failure path 2).  The
+    broken chains' phase runs again on a new pool from the same state: the
+    draws equal a run in threads, as when Dask reschedules a lost task."""
+    kw = dict(method="hmc", n_draws=300, n_warmup=100, chains=2, seed=6, progress=False,
+              n_steps=5, warn=False)
+    ref = fs.sample(fs.Potential.from_callable(_quadratic, 2), **kw)
+    pot = fs.Potential.from_callable(_KillsItsProcessOnce(tmp_path / "killed"), 2)
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=2, mp_context=spawn) as ex, \
+            pytest.warns(RuntimeWarning, match="worker process of the executor died"):
+        res = fs.sample(pot, executor=ex, **kw)
+    assert (tmp_path / "killed").exists()           # a worker was killed
+    _same(res, ref)
+
+
+def test_a_potential_that_kills_every_process_it_runs_in_stops_the_run(tmp_path):
+    """Lost twice: a RuntimeError with the partial Result, this interpreter intact."""
+    pot = fs.Potential.from_callable(_KillsItsProcessOnce(tmp_path / "k", always=True), 2)
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=2, mp_context=spawn) as ex, \
+            pytest.warns(RuntimeWarning, match="worker process"), \
+            pytest.raises(RuntimeError, match="lost their worker process twice") as info:
+        fs.sample(pot, method="hmc", n_draws=300, n_warmup=100, chains=2, seed=6,
+                  progress=False, n_steps=5, warn=False, executor=ex)
+    assert info.value.result is not None
 
 
 def test_vhmc_chains_in_processes(model, processes):

@@ -55,9 +55,11 @@ import pickle
 import shutil
 import socket
 import tempfile
+import warnings
 import weakref
 from concurrent.futures import (Executor, ProcessPoolExecutor, ThreadPoolExecutor, wait,
                                 FIRST_EXCEPTION)
+from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
@@ -367,6 +369,38 @@ def _error_bytes(error, index):
             f"be sent back from the executor)"))
 
 
+def _rerun_broken(run, ex, table_bytes, calls, replies, broken):
+    """A worker process of ``ex`` died (killed, out of memory, a crash in
+    native code), and a ProcessPoolExecutor then fails every chain it had:
+    those chains' phase runs again, from the same pickled state, on a fresh
+    pool of the same kind (so the draws are the ones the first try would
+    have made, as when Dask reschedules a lost worker's task).  A chain lost
+    a second time keeps the rows it had before the phase; the run stops
+    with a RuntimeError carrying the partial Result.  The chains that
+    finished keep their work either way."""
+    warnings.warn(f"a worker process of the executor died; chain(s) {broken} run their phase "
+                  "again on a new process pool", RuntimeWarning, stacklevel=4)
+    ctx_kw = {}
+    if getattr(ex, "_mp_context", None) is not None:
+        ctx_kw["mp_context"] = ex._mp_context
+    lost = []
+    with ProcessPoolExecutor(max_workers=min(len(broken), os.cpu_count() or 1),
+                             **ctx_kw) as again:
+        futures = {k: again.submit(_run_chain_remote, table_bytes, calls[k]) for k in broken}
+        for k, f in futures.items():
+            try:
+                replies[k] = f.result()
+            except BrokenProcessPool:
+                lost.append(k)
+    if lost:
+        run.stop[0] = 1
+        if run.error is None:
+            run.error = RuntimeError(
+                f"chain(s) {lost} lost their worker process twice (the second time on a new "
+                "pool): the potential may crash its process; their rows from before this "
+                "phase are kept")
+
+
 def _remote(run, worker, ex, kind):
     """Ship every chain to `ex`, wait, merge the states back in chain order."""
     tokens = {}
@@ -393,9 +427,13 @@ def _remote(run, worker, ex, kind):
     else:
         futures = [ex.submit(_run_chain_remote, table_bytes, c) for c in calls]
     replies = [None] * len(futures)
+    broken = []
     try:
         for k, f in enumerate(futures):
-            replies[k] = f.result()
+            try:
+                replies[k] = f.result()
+            except BrokenProcessPool:
+                broken.append(k)
     except KeyboardInterrupt:
         for f in futures:
             f.cancel()
@@ -406,8 +444,14 @@ def _remote(run, worker, ex, kind):
             f.cancel()
         run.error = exc
         return ["failed"] * len(futures)
+    if broken:
+        _rerun_broken(run, ex, table_bytes, calls, replies, broken)
     where = []
-    for ctx, (data, error_bytes) in zip(run.ctxs, replies):
+    for ctx, reply in zip(run.ctxs, replies):
+        if reply is None:           # lost twice: the chain keeps its rows from before
+            where.append("lost")
+            continue
+        data, error_bytes = reply
         state, changes, reported, host = _loads(data, local)
         ctx.__dict__.update(state)
         run.generators[ctx.index] = ctx.generator
