@@ -67,7 +67,7 @@ import scipy.optimize as so
 
 from ..core._hmc import Chain
 from ..core._potential import RecordingPotential
-from ..surrogates.laplace import laplace_approximation
+from ..surrogates.laplace import guarded_objective, laplace_approximation
 from ..surrogates.value_gradient import FITS, fit_surrogate, predicted_acceptance
 from ..surrogates._network import RandomNetwork
 from ._chain import warmup_windows, regularized_metric, surrogate_seed
@@ -308,15 +308,7 @@ class SurrogateNUTS:
         calls count as the Laplace phase's."""
         if q0.shape[0] == 1:
             return q0[0]
-        calls = [0]
-
-        def fun(q):
-            calls[0] += 1
-            u, g = self.potential.value_and_grad(q)
-            if not (np.isfinite(u) and np.all(np.isfinite(g))):
-                return np.inf, np.zeros_like(q)
-            return u, g
-
+        fun, calls = guarded_objective(self.potential)
         best, best_u = q0[0], np.inf
         for q in q0:
             try:

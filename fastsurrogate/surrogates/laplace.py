@@ -18,7 +18,8 @@ import scipy.optimize as so
 from ..core._potential import Potential
 from ..models._models import Gaussian
 
-__all__ = ["LaplaceApproximation", "laplace_approximation", "finite_difference_hessian"]
+__all__ = ["LaplaceApproximation", "laplace_approximation", "finite_difference_hessian",
+           "guarded_objective"]
 
 _HESSIAN_SOURCES = ("auto", "model", "fd")
 
@@ -123,6 +124,23 @@ def _model_hessian(potential, q):
     return None, None
 
 
+def guarded_objective(potential):
+    """``(fun, counter)`` for ``scipy.optimize.minimize(fun, x0, jac=True)``:
+    fun(q) is ``potential.value_and_grad(q)``, or ``(inf, zeros)`` where U or
+    its gradient is not finite (the line search then backs off); counter[0]
+    counts its calls."""
+    counter = [0]
+
+    def fun(q):
+        counter[0] += 1
+        u, g = potential.value_and_grad(q)
+        if not (np.isfinite(u) and np.all(np.isfinite(g))):
+            return np.inf, np.zeros_like(q)
+        return u, g
+
+    return fun, counter
+
+
 def laplace_approximation(potential, init=None, *, hessian="auto", method="L-BFGS-B",
                           gtol=1e-8, maxiter=10000, fd_step=None, min_eigenvalue=1e-10):
     """Laplace approximation N(q_MAP, H^{-1}) of exp(-U).
@@ -179,15 +197,7 @@ def laplace_approximation(potential, init=None, *, hessian="auto", method="L-BFG
     if not (np.isfinite(u0) and np.all(np.isfinite(g0))):
         raise ValueError("U or its gradient is not finite at the optimiser's start; pass init=")
 
-    counter = [0]
-
-    def fun(q):
-        counter[0] += 1
-        u, g = potential.value_and_grad(q)
-        if not np.isfinite(u):
-            return np.inf, np.zeros(d)
-        return u, g
-
+    fun, counter = guarded_objective(potential)
     res = so.minimize(fun, x0, jac=True, method=method,
                       options=dict(maxiter=int(maxiter), gtol=float(gtol)))
     q_map = np.asarray(res.x, dtype=np.float64)
