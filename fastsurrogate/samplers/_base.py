@@ -453,7 +453,6 @@ class Sampler:
         n_warmup = check_int("n_warmup", self.default_warmup if n_warmup is None else n_warmup, 0)
         chains = check_int("chains", self.default_chains if chains is None else chains, 1)
         self.check_sizes(n_draws, n_warmup)
-        check_trace_memory(n_warmup + n_draws, self.potential.dim, chains)   # before any work
         return self._checked(check_flag("warn", warn), n_draws, n_warmup, chains, seed, init,
                              progress, keep_warmup, checkpoint, checkpoint_every, resume,
                              executor)
@@ -461,6 +460,8 @@ class Sampler:
     def _checked(self, warn, *args):
         """_sample(*args), with the gradient check before and the warnings
         after it when ``warn``."""
+        n_draws, n_warmup, chains = args[:3]
+        check_trace_memory(n_warmup + n_draws, self.potential.dim, chains)   # before any work
         if warn and args[-2] is None:                # not a resume
             check_gradient_before(self.potential)
         res = self._sample(*args)

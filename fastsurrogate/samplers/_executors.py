@@ -369,6 +369,29 @@ def _error_bytes(error, index):
             f"be sent back from the executor)"))
 
 
+def _replies(run, futures):
+    """(replies, broken): each chain's reply, None for the chains a broken
+    process pool failed (their indices in ``broken``); ``(None, None)`` after
+    a Ctrl-C (``run.interrupted``) or a failure of the executor itself
+    (``run.error``), the futures cancelled."""
+    replies, broken = [None] * len(futures), []
+    try:
+        for k, f in enumerate(futures):
+            try:
+                replies[k] = f.result()
+            except BrokenProcessPool:
+                broken.append(k)
+    except KeyboardInterrupt:
+        run.interrupted = True
+    except Exception as exc:  # noqa: BLE001 - the executor itself failed
+        run.error = exc
+    else:
+        return replies, broken
+    for f in futures:
+        f.cancel()
+    return None, None
+
+
 def _rerun_broken(run, ex, table_bytes, calls, replies, broken):
     """A worker process of ``ex`` died (killed, out of memory, a crash in
     native code), and a ProcessPoolExecutor then fails every chain it had:
@@ -426,24 +449,9 @@ def _remote(run, worker, ex, kind):
         futures = [ex.submit(_run_chain_remote, shared, c, pure=False) for c in calls]
     else:
         futures = [ex.submit(_run_chain_remote, table_bytes, c) for c in calls]
-    replies = [None] * len(futures)
-    broken = []
-    try:
-        for k, f in enumerate(futures):
-            try:
-                replies[k] = f.result()
-            except BrokenProcessPool:
-                broken.append(k)
-    except KeyboardInterrupt:
-        for f in futures:
-            f.cancel()
-        run.interrupted = True
-        return ["interrupted"] * len(futures)
-    except Exception as exc:  # noqa: BLE001 - the executor itself failed
-        for f in futures:
-            f.cancel()
-        run.error = exc
-        return ["failed"] * len(futures)
+    replies, broken = _replies(run, futures)
+    if replies is None:
+        return ["interrupted" if run.interrupted else "failed"] * len(futures)
     if broken:
         _rerun_broken(run, ex, table_bytes, calls, replies, broken)
     where = []
