@@ -226,8 +226,9 @@ class _ChainState:
                                         record_values=True)
         self.mode = "exact"
         self.blocks = []            # (Q, G, U) of each block, oldest first
-        self.gradient_calls = 0     # exact U-and-gradient calls (through the recorder)
-        self.value_calls = 0        # exact corrections (U, with its gradient in the warm-up)
+        self.gradient_calls = 0     # exact U-and-gradient calls (the exact blocks' leapfrog
+        #                             steps, the warm-up's corrections)
+        self.value_calls = 0        # exact U-only calls (the sampling's corrections)
         self.history = []           # (first row, end row, kernel, mean acceptance)
         self.n_new = 0              # blocks added since the last fit
 
@@ -339,7 +340,7 @@ class SurrogateNUTS:
         old = ctx.chain
         if mode == "surrogate":
             new = self._surrogate_chain(ctx, old.position, old.step_size, old.inv_metric)
-            st.value_calls += 1               # U at the chain's point
+            st.gradient_calls += 1            # U (and, recorded, its gradient) at the chain's point
         else:
             new = self._exact_chain(ctx, st, old.position, old.step_size, old.inv_metric)
         # the step size's dual averaging goes on where it was
@@ -458,7 +459,7 @@ class SurrogateNUTS:
             acc = float(np.mean(tr["accept_prob"][a:b]))
             st.history.append((a, b, st.mode, acc))
             if st.mode == "surrogate":
-                st.value_calls += int(tr["judge_evaluated"][a:b].sum())
+                st.gradient_calls += int(tr["judge_evaluated"][a:b].sum())   # U + gradient
                 new_data |= st.take_block(st.judge)
                 if acc < pol.min_accept:
                     self._switch(ctx, "exact")      # one exact block, recorded
