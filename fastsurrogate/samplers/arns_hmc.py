@@ -38,6 +38,7 @@ from ._chain import surrogate_seed
 from ._checks import check_int, check_int_or_auto, check_number, refuse_options
 from .rns_hmc import RNSHMC, quadratic_count, recorder_capacity, trajectory_points
 from .surrogate_nuts import check_warmup_size, surrogate_nuts_warmup
+from ..surrogates.value_gradient import even_indices
 
 __all__ = ["ARNSHMC"]
 
@@ -253,7 +254,7 @@ class ARNSHMC(RNSHMC):
         Q, U = w.Q, w.U
         cap = max(4 * quadratic_count(self.potential.dim), 2000)
         if Q.shape[0] > cap:
-            idx = np.linspace(0, Q.shape[0] - 1, cap).round().astype(np.int64)
+            idx = even_indices(Q.shape[0], cap)
             Q, U = Q[idx], U[idx]
         for ctx in run.ctxs:
             ctx.start_set = (Q, U)

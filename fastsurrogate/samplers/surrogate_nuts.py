@@ -68,7 +68,7 @@ import scipy.optimize as so
 from ..core._hmc import Chain
 from ..core._potential import RecordingPotential
 from ..surrogates.laplace import guarded_objective, laplace_approximation
-from ..surrogates.value_gradient import FITS, fit_surrogate, predicted_acceptance
+from ..surrogates.value_gradient import FITS, even_indices, fit_surrogate, predicted_acceptance
 from ..surrogates._network import RandomNetwork
 from ._chain import warmup_windows, regularized_metric, surrogate_seed
 from ._checks import check_int, check_number
@@ -526,7 +526,7 @@ class SurrogateNUTS:
             if old:
                 Q, G, U = (np.concatenate(x) for x in zip(*old))
                 if Q.shape[0] > cap:
-                    idx = np.linspace(0, Q.shape[0] - 1, cap).round().astype(np.int64)
+                    idx = even_indices(Q.shape[0], cap)
                     Q, G, U = Q[idx], G[idx], U[idx]
                 parts.append((Q, G, U, False))
             for Q, G, U in new:

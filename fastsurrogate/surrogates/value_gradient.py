@@ -151,6 +151,11 @@ class _Design:
         return v, float(self.rm - self.hm @ v)
 
 
+def even_indices(n, k):
+    """k indices spread evenly over range(n), first and last included (k < n)."""
+    return np.linspace(0, n - 1, k).round().astype(np.int64)
+
+
 def _checked_points(Q, u, G, held_out):
     """Q (N, dim), u (N,), G (N, dim) (NaN rows: no gradient; None: none)
     and held_out (N,) bool (None: the last fifth), checked."""
@@ -247,7 +252,7 @@ def fit_value_gradient(Q, u, G=None, *, base=None, n_hidden=300, held_out=None, 
     b0 = rng.standard_normal(n_hidden)
     tr = np.flatnonzero(~held_out)
     if tr.shape[0] > MAX_SELECTION_POINTS:      # the choice on an even subsample
-        tr = tr[np.linspace(0, tr.shape[0] - 1, MAX_SELECTION_POINTS).round().astype(np.int64)]
+        tr = tr[even_indices(tr.shape[0], MAX_SELECTION_POINTS)]
     best = (-1.0, None, None)
     with _blas_threads.blas_threads(blas_threads):
         for c in input_scales:
@@ -291,7 +296,7 @@ def fit_fitc_residual(Q, u, *, base=None, n_inducing=100, held_out=None, seed=No
     r = u - gaussian_base_terms(base, Q)[0]
     tr = np.flatnonzero(~held_out)
     if tr.shape[0] > max_train:
-        tr = tr[np.linspace(0, tr.shape[0] - 1, max_train).round().astype(np.int64)]
+        tr = tr[even_indices(tr.shape[0], max_train)]
     m = int(min(n_inducing, tr.shape[0]))
     gp = fit_fitc(Q[tr], r[tr], n_inducing=m, seed=seed, max_iter=100)
     acc = predicted_acceptance(r[held_out] - gp.predict(Q[held_out]))
