@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fs_hmc.h"
+#include "fs_adapt.h"
 #include "fs_nuts.h"
 #include "fs_surrogate.h"
 
@@ -298,7 +299,7 @@ int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
                const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
                fs_dual_avg *adapt, long n_iter, const fs_hmc_trace *tr,
                double *FS_RESTRICT work, volatile const int *stop, long *n_done,
-               double *step_size_out, fs_hmc_hook *hook)
+               double *step_size_out, fs_hmc_hook *hook, fs_metric_adapt *metric)
 {
     fs_hmc_config c = *cfg;
     fs_hmc_info info;
@@ -344,6 +345,16 @@ int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
             hook->status = status;
             if (status == FS_OK && refresh) status = fs_hmc_point_init(&c, drive, judge, cur);
             if (status != FS_OK) { it++; break; }
+        }
+        if (metric != NULL) {
+            int first = fs_metric_adapt_update(metric, cur->q, cur->grad, info.divergent);
+            if (first < 0) { status = first; it++; break; }
+            if (first && adapt != NULL) {
+                /* the first metric from the draws: a new step size for it (nutpie) */
+                status = fs_hmc_find_step_size(&c, drive, judge, rng, cur, work, &c.step_size);
+                if (status != FS_OK) { it++; break; }
+                fs_dual_avg_init(adapt, c.step_size, adapt->delta);
+            }
         }
     }
     *n_done = it;

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include "fs_common.h"
 #include "fs_potential.h"
+#include "fs_adapt.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -152,12 +153,15 @@ typedef struct fs_hmc_hook {
    returned in *step_size_out when that is non-NULL).  Checks *stop before
    each iteration.  *n_done gets the number of completed iterations, also on
    error or interruption (FS_EINTERRUPT).  `hook` (NULL: none) runs after
-   each iteration; see fs_hmc_hook_fn. */
+   each iteration; see fs_hmc_hook_fn.  `metric` (NULL: none; needs a
+   diagonal metric whose arrays it holds) adapts the metric from each
+   iteration's state and its gradient (fs_adapt.h); after its first update
+   the step size is searched again and dual averaging restarts from it. */
 int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
                const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
                fs_dual_avg *adapt, long n_iter, const fs_hmc_trace *trace,
                double *FS_RESTRICT work, volatile const int *stop, long *n_done,
-               double *step_size_out, fs_hmc_hook *hook);
+               double *step_size_out, fs_hmc_hook *hook, fs_metric_adapt *metric);
 
 /* Stan's heuristic for an initial step size: double or halve the step until
    the acceptance probability of one leapfrog step crosses 0.8. */

@@ -61,6 +61,12 @@ def potential(calls):
 SAMPLERS = {
     "hmc": (fs.HMC, dict(n_steps=5), 200, 150),
     "nuts": (fs.NUTS, dict(max_tree_depth=5, surrogate=False), 150, 100),
+    # the metric adapted in C after every iteration: its estimators' state
+    # is in the checkpoint
+    "nuts-fisher": (fs.NUTS, dict(max_tree_depth=5, surrogate=False, adaptation="fisher"),
+                    150, 100),
+    "nuts-low-rank": (fs.NUTS, dict(max_tree_depth=5, surrogate=False, adaptation="fisher",
+                                    metric="low-rank"), 150, 100),
     "rns-hmc": (fs.RNSHMC, dict(n_hidden=30, n_steps=5, guard=0.5, guard_window=40), 150, 150),
     # the exploration's trajectory points, recorded and decimated (capacity
     # 20 per chain at d = 3; 75 x 5 points each)

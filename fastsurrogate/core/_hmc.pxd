@@ -1,6 +1,6 @@
 # Declarations of csrc/fs_hmc.h, csrc/fs_nuts.h and csrc/fs_surrogate.h.
 from libc.stdint cimport int8_t, int32_t
-from fastsurrogate.core._common cimport fs_potential, fs_rng
+from fastsurrogate.core._common cimport fs_potential, fs_rng, fs_blas
 
 cdef extern from "fs_hmc.h" nogil:
     enum:
@@ -86,11 +86,29 @@ cdef extern from "fs_hmc.h" nogil:
                    const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
                    fs_dual_avg *adapt, long n_iter, const fs_hmc_trace *trace,
                    double *work, const int *stop, long *n_done,
-                   double *step_size_out, fs_hmc_hook *hook)
+                   double *step_size_out, fs_hmc_hook *hook, fs_metric_adapt *metric)
     int fs_hmc_find_step_size(const fs_hmc_config *cfg, const fs_potential *drive,
                               const fs_potential *judge, fs_rng *rng,
                               const fs_hmc_point *cur, double *work,
                               double *step_size)
+
+
+cdef extern from "fs_adapt.h" nogil:
+    ctypedef struct fs_metric_adapt:
+        int dim
+        int low_rank
+        const fs_blas *blas
+        double *inv_metric
+        double *metric_chol
+        double *stats
+        double n_fg, n_bg, iteration, early_end, metric_end
+        double early_switch, late_switch, n_updates
+
+    size_t FS_METRIC_ADAPT_STATS(int dim, int low_rank)
+    void fs_metric_adapt_init(fs_metric_adapt *a, long n_warmup, const double *q,
+                              const double *g)
+    int fs_metric_adapt_update(fs_metric_adapt *a, const double *q, const double *g,
+                               int divergent)
 
 
 cdef extern from "fs_nuts.h" nogil:

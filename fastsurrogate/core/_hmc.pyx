@@ -17,6 +17,7 @@ from numpy.random.c_distributions cimport random_standard_normal
 
 from fastsurrogate.core._common cimport fs_rng, FS_OK, FS_ENONFINITE, FS_EINTERRUPT, FS_ECALLBACK
 from fastsurrogate.core._potential cimport Potential
+from fastsurrogate.core._blas cimport blas_table
 from fastsurrogate.core._potential import raise_for_status
 
 cnp.import_array()
@@ -60,6 +61,52 @@ def new_trace(long n, int dim, bint proposals=False, bint inner=False):
     if inner:
         out["inner_accept_prob"] = np.full(n, np.nan)
     return out
+
+
+def metric_adaptation_path(q0, g0, Q, G, divergent, long n_warmup, bint low_rank=False):
+    """Drives the C metric adaptation (csrc/fs_adapt.h) over given states,
+    outside any chain: the start (q0, g0), then rows of Q and G (n, dim)
+    with their `divergent` flags (n,).  Returns (inv_metrics, first):
+    the inverse metric after each row ((n, dim) diagonal or (n, dim, dim)
+    with ``low_rank``) and the row whose update was the first (-1: none).
+    For tests against a NumPy reference."""
+    cdef fs_metric_adapt a
+    cdef int d, i, r
+    cdef object shape
+    q0 = np.ascontiguousarray(q0, dtype=np.float64)
+    g0 = np.ascontiguousarray(g0, dtype=np.float64)
+    Q = np.ascontiguousarray(Q, dtype=np.float64)
+    G = np.ascontiguousarray(G, dtype=np.float64)
+    div = np.ascontiguousarray(divergent, dtype=np.int32)
+    d = q0.shape[0]
+    n = Q.shape[0]
+    if (g0.shape != (d,) or Q.ndim != 2 or Q.shape[1] != d or G.shape != Q.shape
+            or div.shape != (n,) or n_warmup < 1):
+        raise ValueError("q0, g0 (dim,), Q, G (n, dim), divergent (n,) and n_warmup >= 1")
+    shape = [d, d] if low_rank else [d]
+    shape = tuple(shape)
+    cdef cnp.ndarray inv = np.zeros(shape), chol = np.zeros(shape)
+    cdef cnp.ndarray stats = np.zeros(FS_METRIC_ADAPT_STATS(d, low_rank))
+    a.dim = d
+    a.low_rank = low_rank
+    a.blas = blas_table()
+    a.inv_metric = <double *>cnp.PyArray_DATA(inv)
+    a.metric_chol = <double *>cnp.PyArray_DATA(chol)
+    a.stats = <double *>cnp.PyArray_DATA(stats)
+    fs_metric_adapt_init(&a, n_warmup, <const double *>cnp.PyArray_DATA(q0),
+                         <const double *>cnp.PyArray_DATA(g0))
+    out = np.empty((n,) + shape)
+    first = -1
+    for i in range(n):
+        r = fs_metric_adapt_update(&a, <const double *>cnp.PyArray_DATA(Q) + i * d,
+                                   <const double *>cnp.PyArray_DATA(G) + i * d,
+                                   (<int *>cnp.PyArray_DATA(div))[i])
+        if r < 0:
+            raise_for_status(r, f"metric adaptation at row {i}")
+        if r == 1:
+            first = i
+        out[i] = inv
+    return out, first
 
 
 cdef class ChainHook:
@@ -149,6 +196,9 @@ cdef class Chain:
     cdef fs_hmc_point cur
     cdef fs_dual_avg da
     cdef bint adapting
+    cdef fs_metric_adapt ma
+    cdef bint metric_adapting
+    cdef cnp.ndarray _ma_stats
     cdef fs_rng rng
     cdef object generator
     cdef object lock
@@ -230,6 +280,7 @@ cdef class Chain:
         self.set_inv_metric(inv_metric)
         self._grad = np.zeros(d)
         self.adapting = False
+        self.metric_adapting = False
         self.set_position(q0)
 
     # -- state -----------------------------------------------------------
@@ -325,6 +376,7 @@ cdef class Chain:
         """Set the inverse mass matrix: None, a (dim,) diagonal or a (dim, dim) SPD matrix."""
         cdef int d = self.cfg.dim
         if inv_metric is None:
+            self.metric_adapting = False
             self._inv_metric = None
             self._metric_chol = None
             self.cfg.metric = FS_METRIC_UNIT
@@ -353,12 +405,21 @@ cdef class Chain:
         self._metric_chol = chol
         self.cfg.inv_metric = <const double *>cnp.PyArray_DATA(self._inv_metric)
         self.cfg.metric_chol = <const double *>cnp.PyArray_DATA(self._metric_chol)
+        # a metric adaptation in progress goes on in the new arrays (a
+        # checkpoint restores the metric it had reached), or stops when the
+        # metric is no longer diagonal
+        self.metric_adapting = self.metric_adapting and self.cfg.metric == (
+            FS_METRIC_DENSE if self.ma.low_rank else FS_METRIC_DIAG)
+        if self.metric_adapting:
+            self.ma.inv_metric = <double *>cnp.PyArray_DATA(self._inv_metric)
+            self.ma.metric_chol = <double *>cnp.PyArray_DATA(self._metric_chol)
 
     # -- checkpoints (fastsurrogate.samplers._checkpoint) ---------------------
     def get_state(self):
         """The chain's dynamic state as plain numbers and arrays: position,
         drive gradient, U values, step size, dual-averaging state, the
-        adaptation flag and the surrogate-transition count.  The random
+        adaptation flag, the surrogate-transition count and the metric
+        adaptation's state (:meth:`start_metric_adaptation`).  The random
         stream (``generator``) and the metric are saved separately.
         :meth:`set_state` puts it back without evaluating the potentials."""
         cdef fs_dual_avg *a = &self.da
@@ -368,7 +429,8 @@ cdef class Chain:
                 "surrogate_steps": int(self.cfg.surrogate_steps),
                 "adapting": bool(self.adapting),
                 "dual_avg": np.array([a.mu, a.gamma, a.t0, a.kappa, a.delta, a.h_bar,
-                                      a.log_eps, a.log_eps_bar, a.count], dtype=np.float64)}
+                                      a.log_eps, a.log_eps_bar, a.count], dtype=np.float64),
+                "metric_adapt": self._metric_adaptation_state()}
 
     def get_config(self):
         """The constructor's keyword options (step size and metric aside): a
@@ -400,6 +462,7 @@ cdef class Chain:
         self.adapting = bool(state["adapting"])
         self.da.mu, self.da.gamma, self.da.t0, self.da.kappa, self.da.delta = da[:5]
         self.da.h_bar, self.da.log_eps, self.da.log_eps_bar, self.da.count = da[5:]
+        self._set_metric_adaptation_state(state.get("metric_adapt", np.zeros(0)))
 
     # -- pickling (chains that leave the process: samplers' executor=) -------
     def __reduce__(self):
@@ -412,10 +475,12 @@ cdef class Chain:
                 int(self.cfg.max_tree_depth), int(self.cfg.surrogate_steps))
         da = (self.da.mu, self.da.gamma, self.da.t0, self.da.kappa, self.da.delta,
               self.da.h_bar, self.da.log_eps, self.da.log_eps_bar, self.da.count)
-        return (Chain, args, (bool(self.adapting), da, int(self.n_done_last)))
+        return (Chain, args, (bool(self.adapting), da, int(self.n_done_last),
+                              self._metric_adaptation_state()))
 
     def __setstate__(self, state):
-        adapting, da, n_done_last = state
+        adapting, da, n_done_last, metric_adapt = state
+        self._set_metric_adaptation_state(metric_adapt)
         (self.da.mu, self.da.gamma, self.da.t0, self.da.kappa, self.da.delta,
          self.da.h_bar, self.da.log_eps, self.da.log_eps_bar, self.da.count) = da
         self.adapting = adapting
@@ -447,6 +512,69 @@ cdef class Chain:
             raise ValueError("target_accept must be in (0, 1)")
         fs_dual_avg_init(&self.da, self.cfg.step_size, target_accept)
         self.adapting = True
+
+    def start_metric_adaptation(self, long n_warmup, bint low_rank=False):
+        """Adapt the metric from the states and gradients of the next
+        n_warmup iterations (csrc/fs_adapt.h: nutpie's schedule; diagonal,
+        sqrt(Var q / Var grad U) after every iteration, or with ``low_rank``
+        a dense low-rank-plus-diagonal metric rebuilt at each window
+        switch), starting from the diagonal 1 / |grad U| at the current
+        point.  Needs an exact chain (drive is judge, no surrogate
+        transitions).  Step-size adaptation (:meth:`start_adaptation`) runs
+        beside it: the step size is searched again after the first metric
+        update."""
+        cdef int d = self.cfg.dim
+        if self.cfg.surrogate_steps > 0 or not self.drive_is_judge:
+            raise ValueError("metric adaptation from gradients needs an exact chain "
+                             "(drive is judge, no surrogate transitions)")
+        if n_warmup < 1:
+            raise ValueError(f"n_warmup must be >= 1, got {n_warmup}")
+        self.set_inv_metric(np.eye(d) if low_rank else np.ones(d))
+        self._ma_stats = np.zeros(FS_METRIC_ADAPT_STATS(d, low_rank))
+        self._point_metric_adaptation(low_rank)
+        fs_metric_adapt_init(&self.ma, n_warmup, <const double *>cnp.PyArray_DATA(self._q),
+                             <const double *>cnp.PyArray_DATA(self._grad))
+        self.metric_adapting = True
+
+    cdef _point_metric_adaptation(self, bint low_rank):
+        self.ma.dim = self.cfg.dim
+        self.ma.low_rank = low_rank
+        self.ma.blas = blas_table()
+        self.ma.inv_metric = <double *>cnp.PyArray_DATA(self._inv_metric)
+        self.ma.metric_chol = <double *>cnp.PyArray_DATA(self._metric_chol)
+        self.ma.stats = <double *>cnp.PyArray_DATA(self._ma_stats)
+
+    def finish_metric_adaptation(self):
+        """Stop adapting the metric (it stays as it is)."""
+        self.metric_adapting = False
+
+    def _metric_adaptation_state(self):
+        """The metric adaptation's state as one array (empty when off): the
+        low-rank flag and 8 counters, then the estimators' running sums."""
+        cdef fs_metric_adapt *a = &self.ma
+        if not self.metric_adapting:
+            return np.zeros(0)
+        return np.concatenate([[a.low_rank, a.n_fg, a.n_bg, a.iteration, a.early_end,
+                                a.metric_end, a.early_switch, a.late_switch, a.n_updates],
+                               self._ma_stats])
+
+    def _set_metric_adaptation_state(self, state):
+        cdef int d = self.cfg.dim
+        state = np.asarray(state, dtype=np.float64)
+        if state.size == 0:
+            self.metric_adapting = False
+            return
+        low_rank = state.ndim == 1 and state.size > 0 and state[0] == 1.0
+        if state.shape != (9 + FS_METRIC_ADAPT_STATS(d, low_rank),):
+            raise ValueError("the metric adaptation's state does not fit this chain")
+        if self._inv_metric is None or self._inv_metric.ndim != (2 if low_rank else 1):
+            # the metric itself is restored apart
+            self.set_inv_metric(np.eye(d) if low_rank else np.ones(d))
+        self._ma_stats = np.ascontiguousarray(state[9:])
+        self._point_metric_adaptation(low_rank)
+        (self.ma.n_fg, self.ma.n_bg, self.ma.iteration, self.ma.early_end, self.ma.metric_end,
+         self.ma.early_switch, self.ma.late_switch, self.ma.n_updates) = state[1:9]
+        self.metric_adapting = True
 
     def finish_adaptation(self):
         """Stop adapting; the step size becomes the dual-averaging average. Returns it."""
@@ -519,6 +647,7 @@ cdef class Chain:
             tr.proposals = <double *>cnp.PyArray_DATA(pa) + start * d
             tr.proposal_potential = <double *>cnp.PyArray_DATA(pu) + start
         cdef fs_dual_avg *da = &self.da if self.adapting else NULL
+        cdef fs_metric_adapt *mp = &self.ma if self.metric_adapting else NULL
         cdef fs_hmc_hook *hp = NULL
         if hook is not None:
             if hook.hook.after_iteration == NULL:
@@ -529,7 +658,7 @@ cdef class Chain:
                 status = fs_hmc_run(&self.cfg, &self.drive.pot, &self.judge.pot, &self.rng,
                                     &self.cur, da, n_iter, &tr,
                                     <double *>cnp.PyArray_DATA(self._work), stop_ptr,
-                                    &n_done, &eps_out, hp)
+                                    &n_done, &eps_out, hp, mp)
         self.n_done_last = n_done
         if self.adapting:
             self.cfg.step_size = eps_out

@@ -67,7 +67,7 @@ FORMAT = "fastsurrogate-checkpoint"
 VERSION = 1
 DEFAULT_EVERY = 1000
 
-_CHAIN_ARRAYS = ("q", "grad", "dual_avg")
+_CHAIN_ARRAYS = ("q", "grad", "dual_avg", "metric_adapt")
 
 # state the replay cannot restore yet (C hooks and recorders between spans,
 # other chain types)
@@ -532,7 +532,8 @@ def _put_state(arrays, prefix, st):
 def _get_state(arrays, prefix, scalars):
     state = dict(scalars["state"])
     for k in _CHAIN_ARRAYS:
-        state[k] = arrays[f"{prefix}/{k}"]
+        if f"{prefix}/{k}" in arrays:     # metric_adapt: absent from older files
+            state[k] = arrays[f"{prefix}/{k}"]
     st = {"state": state, "rng": scalars["rng"]}
     if scalars["has_inv_metric"]:
         st["inv_metric"] = arrays[f"{prefix}/inv_metric"]

@@ -75,6 +75,15 @@ def check_flag(name, value):
     raise TypeError(f"{name} must be True or False, got {value!r}")
 
 
+def check_choice(name, value, choices):
+    """One of the strings in `choices` (TypeError for a non-string)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be one of {choices}, got {type(value).__name__}")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
 def check_number(name, value):
     """A real number (int or float, NumPy scalars too) as a float; not a bool,
     a string or None (TypeError).  Range checks are the caller's."""

@@ -10,11 +10,13 @@ import numpy as np
 from ..core._hmc import Chain
 from ._base import Sampler
 from ._chain import warmup_windows, regularized_metric
-from ._checks import check_int, check_positive, check_metric, check_flag, check_number
+from ._checks import (check_int, check_positive, check_metric, check_flag, check_number,
+                      check_choice)
 
 __all__ = ["HMC"]
 
-_METRICS = ("unit", "diag", "dense")
+_METRICS = ("unit", "diag", "dense", "low-rank")
+_ADAPTATIONS = ("stan", "fisher")
 
 
 class HMC(Sampler):
@@ -35,11 +37,27 @@ class HMC(Sampler):
         as the RNS-HMC paper does (default).  A fixed path length can resonate
         with the target (a trajectory near a full period returns to where it
         started, and the chain barely moves); random lengths break that.
-    metric : {"diag", "dense", "unit"} or ndarray
+    metric : {"diag", "dense", "low-rank", "unit"} or ndarray
         Mass-matrix adaptation ("diag"/"dense", adapted in Stan's windows when
-        ``adapt``), the identity, or a fixed inverse metric (dim,) / (dim, dim).
+        ``adapt``; "low-rank": a diagonal plus the directions where the
+        draws and gradients disagree with it, with ``adaptation="fisher"``),
+        the identity, or a fixed inverse metric (dim,) / (dim, dim).
     adapt : bool
         Adapt step size (and metric) during warm-up.
+    adaptation : {"stan", "fisher"}
+        How a diagonal metric is adapted.  "stan": Stan's windows, the
+        variance of each window's draws.  "fisher": nutpie's schedule and
+        estimate (Seyboldt, Carlson & Carpenter 2026), in C after every
+        warm-up iteration: M^{-1}_jj = sqrt(Var q_j / Var dU/dq_j), the
+        diagonal Gaussian closest to the target in Fisher divergence, from
+        the draws and gradients of the last one or two windows (10 states
+        in the first 30 % of the warm-up, 80 later; the metric frozen in the
+        last 15 %).  With ``metric="low-rank"`` the metric is rebuilt at
+        each switch from the window just finished: the diagonal estimate
+        times the eigen-directions of the Fisher-optimal covariance of the
+        window's draws and gradients whose eigenvalues are outside [1/2, 2]
+        (nutpie's low-rank modified mass matrix; csrc/fs_adapt.h).  A dense
+        metric adapts in Stan's windows either way.
     target_accept : float
         Dual-averaging target acceptance probability.
     max_energy_error : float
@@ -57,7 +75,8 @@ class HMC(Sampler):
     method = "hmc"
 
     def __init__(self, potential, *, step_size=None, n_steps=10, random_n_steps=True,
-                 metric="diag", adapt=True, target_accept=0.8, max_energy_error=1000.0):
+                 metric="diag", adapt=True, target_accept=0.8, max_energy_error=1000.0,
+                 adaptation="stan"):
         super().__init__(potential)
         self.step_size = check_positive("step_size", step_size, allow_none=True)
         self.n_steps = check_int("n_steps", n_steps, 1)
@@ -68,6 +87,10 @@ class HMC(Sampler):
         if not 0 < self.target_accept < 1:
             raise ValueError("target_accept must be in (0, 1)")
         self.max_energy_error = check_positive("max_energy_error", max_energy_error)
+        self.adaptation = check_choice("adaptation", adaptation, _ADAPTATIONS)
+        if self.metric == "low-rank" and self.adaptation != "fisher":
+            raise ValueError('metric="low-rank" is adapted from draws and gradients: '
+                             'pass adaptation="fisher"')
 
     # -- pieces reused by the surrogate samplers -------------------------------
     def _initial_inv_metric(self):
@@ -93,6 +116,9 @@ class HMC(Sampler):
         if not self.adapt or n_warmup == 0:
             span(chain, trace, offset, offset + n_warmup, key)
             return
+        if self.adaptation == "fisher" and self.metric in ("diag", "low-rank"):
+            self._warmup_fisher(chain, trace, n_warmup, key, offset, span)
+            return
         if self.step_size is None:
             chain.find_step_size()
         chain.start_adaptation(self.target_accept)
@@ -108,6 +134,17 @@ class HMC(Sampler):
             chain.start_adaptation(self.target_accept)
             start = offset + end
         span(chain, trace, i, offset + n_warmup, key)
+        chain.finish_adaptation()
+
+    def _warmup_fisher(self, chain, trace, n_warmup, key, offset, span):
+        """The warm-up with the metric from draws and gradients, adapted in
+        C after every iteration (fs_adapt.h); the step size is searched at
+        the start and again after the first metric update."""
+        chain.start_metric_adaptation(n_warmup, low_rank=self.metric == "low-rank")
+        chain.find_step_size()
+        chain.start_adaptation(self.target_accept)
+        span(chain, trace, offset, offset + n_warmup, key)
+        chain.finish_metric_adaptation()
         chain.finish_adaptation()
 
     # -- the algorithm -----------------------------------------------------------

@@ -23,9 +23,10 @@ class NUTS(HMC):
 
     Parameters
     ----------
-    potential, step_size, metric, adapt
+    potential, step_size, metric, adapt, adaptation
         As for :class:`HMC` (Stan's warm-up: step-size heuristic, dual
-        averaging, metric windows).
+        averaging, metric windows; or the metric from draws and gradients
+        with ``adaptation="fisher"``).
     target_accept : float
         Dual-averaging target of the mean acceptance statistic (Stan: 0.8).
     max_tree_depth : int
@@ -61,10 +62,10 @@ class NUTS(HMC):
 
     def __init__(self, potential, *, step_size=None, metric="diag", adapt=True,
                  target_accept=0.8, max_tree_depth=10, max_energy_error=1000.0,
-                 surrogate="auto", policy=None):
+                 surrogate="auto", policy=None, adaptation="stan"):
         super().__init__(potential, step_size=step_size, n_steps=1, random_n_steps=False,
                          metric=metric, adapt=adapt, target_accept=target_accept,
-                         max_energy_error=max_energy_error)
+                         max_energy_error=max_energy_error, adaptation=adaptation)
         self.max_tree_depth = check_tree_depth(max_tree_depth)
         self.surrogate, self.policy = check_surrogate(surrogate, policy)
         if self.surrogate is True and not (adapt and isinstance(metric, str)):

@@ -1,0 +1,91 @@
+/* fs_adapt.h: a diagonal mass matrix adapted from draws and gradients.
+ *
+ * The estimate is the diagonal metric that minimises the Fisher divergence
+ * between the target and a Gaussian with that covariance, restricted to
+ * diagonals: M^{-1}_jj = sqrt(Var(q_j) / Var(dU/dq_j)).  For a Gaussian
+ * target the ratio is the variance itself; away from Gaussianity the
+ * gradients carry information about the scale that the draws alone need
+ * many more iterations to show (Seyboldt, Carlson & Carpenter 2026,
+ * nutpie's adaptation).
+ *
+ * The schedule is nutpie's: two running estimators fed with every
+ * non-divergent warm-up state, a foreground one that sets the metric after
+ * every iteration and a background one that replaces it after `switch`
+ * states (10 in the early part of the warm-up, 80 later), so the metric
+ * always rests on the last 1-2 windows and forgets the start; the metric is
+ * frozen for the last part of the warm-up, where only the step size adapts.
+ * The chain loop (fs_hmc_run) calls fs_metric_adapt_update after each
+ * iteration and re-runs the step-size heuristic after the first update.
+ *
+ * Low rank (low_rank = 1): at each switch the metric is rebuilt from the
+ * window of states just completed.  With D = diag(sigma), sigma_j^2 the
+ * diagonal estimate above, the window is scaled (q - mean) / sigma and
+ * (g - mean) * sigma; in the span of those scaled draws and gradients the
+ * covariance S that minimises the Fisher divergence of a Gaussian solves
+ * S B S = A (A, B: the scaled draws' and gradients' covariances, each plus
+ * 1e-3 I), S = B^{-1/2} (B^{1/2} A B^{1/2})^{1/2} B^{-1/2}; its eigenpairs
+ * (lambda, u) outside [1/2, 2] give M^{-1} = D (I + sum (lambda - 1) u u^T) D
+ * (nutpie's low-rank modified mass matrix; elsewhere the diagonal).  The
+ * metric is then dense: M^{-1} and the Cholesky factor of M, row-major.
+ */
+#ifndef FS_ADAPT_H
+#define FS_ADAPT_H
+
+#include "fs_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Longest window (states) kept for the low-rank estimate: the late switch. */
+#define FS_METRIC_ADAPT_WINDOW 80
+/* Doubles of `stats` the estimator needs (low rank: the window's states too). */
+#define FS_METRIC_ADAPT_STATS(dim, low_rank) \
+    (8 * (size_t)(dim) + ((low_rank) ? 2 * (size_t)(dim) * FS_METRIC_ADAPT_WINDOW : 0))
+
+typedef struct fs_metric_adapt {
+    int dim;
+    int low_rank;          /* 0: diagonal; 1: low rank plus diagonal (dense)   */
+    const fs_blas *blas;   /* low rank: dsyev                                   */
+    /* diagonal: dim values M^{-1}_jj and sqrt(M_jj); low rank: dim*dim
+       row-major M^{-1} and the lower Cholesky factor of M.  Written here. */
+    double *inv_metric;
+    double *metric_chol;
+    /* FS_METRIC_ADAPT_STATS(dim) doubles: foreground then background, each
+       mean(q), sum of squared deviations of q, mean(g), the same for g
+       (Welford's running sums); low rank: then the background window's
+       states, q then g, 2 * dim doubles each.                             */
+    double *stats;
+    double n_fg, n_bg;     /* states in each estimator                         */
+    double iteration;      /* warm-up iterations seen                          */
+    double early_end;      /* iterations with the short switch interval        */
+    double metric_end;     /* iteration from which the metric is frozen        */
+    double early_switch;   /* background size that triggers a switch, early   */
+    double late_switch;    /* the same after early_end                         */
+    double n_updates;      /* metric updates made                              */
+} fs_metric_adapt;
+
+/* Sets the schedule for a warm-up of n_warmup iterations (nutpie's shares:
+   the first 30 % early, the last 15 % with a frozen metric; switches after
+   10 and 80 states), clears both estimators, feeds them the starting point
+   (q, g) and sets the first metric from the gradient alone,
+   M^{-1}_jj = 1 / |g_j| (1 where g_j is 0 or not finite), clamped to
+   [1e-20, 1e20].  The caller has set dim, inv_metric, metric_chol, stats. */
+void fs_metric_adapt_init(fs_metric_adapt *a, long n_warmup, const double *q,
+                          const double *g);
+
+/* Feeds one warm-up state (skipped when `divergent`), switches the
+   estimators when due, and sets the metric: diagonal, from the foreground
+   estimator after every state (once it holds at least 3, until
+   metric_end); low rank, from the finished window at each switch.  Returns
+   1 when this was the first update of the metric (the caller then searches
+   a new step size), 0 otherwise, or FS_ENOMEM / FS_ELAPACK (the metric is
+   then unchanged). */
+int fs_metric_adapt_update(fs_metric_adapt *a, const double *q, const double *g,
+                           int divergent);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FS_ADAPT_H */
