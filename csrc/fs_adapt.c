@@ -19,11 +19,10 @@ static double clamp_metric(double x)
 
 static void set_diag(fs_metric_adapt *a, int j, double inv)
 {
-    const int d = a->dim;
     inv = clamp_metric(inv);
-    if (a->low_rank) {
-        a->inv_metric[(size_t)j * d + j] = inv;
-        a->metric_chol[(size_t)j * d + j] = 1.0 / sqrt(inv);
+    if (a->low_rank) {          /* sigma_j and 1 / sigma_j (fs_hmc.h's layout) */
+        a->inv_metric[j] = sqrt(inv);
+        a->metric_chol[j] = 1.0 / sqrt(inv);
     } else {
         a->inv_metric[j] = inv;
         a->metric_chol[j] = 1.0 / sqrt(inv);
@@ -45,6 +44,7 @@ static void add_state(double *s, int d, double n, const double *q, const double 
     }
 }
 
+/* The foreground's states (low rank), q then g, 2 * dim doubles each. */
 static double *window(fs_metric_adapt *a) { return a->stats + 8 * (size_t)a->dim; }
 
 void fs_metric_adapt_init(fs_metric_adapt *a, long n_warmup, const double *q,
@@ -53,10 +53,7 @@ void fs_metric_adapt_init(fs_metric_adapt *a, long n_warmup, const double *q,
     const int d = a->dim;
     int j;
     memset(a->stats, 0, sizeof(double) * FS_METRIC_ADAPT_STATS(d, a->low_rank));
-    if (a->low_rank) {
-        memset(a->inv_metric, 0, sizeof(double) * (size_t)d * d);
-        memset(a->metric_chol, 0, sizeof(double) * (size_t)d * d);
-    }
+    if (a->low_rank) a->inv_metric[d] = 0.0;     /* rank 0: the diagonal alone */
     a->iteration = 0.0;
     a->early_end = floor(0.3 * (double)n_warmup);
     a->metric_end = (double)n_warmup - floor(0.15 * (double)n_warmup);
@@ -136,25 +133,6 @@ static void basis(int d, int m, const double *Z, double *Q, int *k)
     *k = n;
 }
 
-/* Lower Cholesky factor of the row-major SPD M (d x d) into L, row-major. */
-static int cholesky(int d, const double *M, double *L)
-{
-    int i, j, m;
-    memset(L, 0, sizeof(double) * (size_t)d * d);
-    for (i = 0; i < d; i++)
-        for (j = 0; j <= i; j++) {
-            double s = M[(size_t)i * d + j];
-            for (m = 0; m < j; m++) s -= L[(size_t)i * d + m] * L[(size_t)j * d + m];
-            if (i == j) {
-                if (!(s > 0.0)) return FS_ESINGULAR;
-                L[(size_t)i * d + i] = sqrt(s);
-            } else {
-                L[(size_t)i * d + j] = s / L[(size_t)j * d + j];
-            }
-        }
-    return FS_OK;
-}
-
 /* The scaled window: sigma (d), then Z = [scaled q | scaled g] (d x 2n).
    Returns 0 when some coordinate has no spread (the metric is left as is). */
 static int scaled_window(const fs_metric_adapt *a, const double *stats, const double *win,
@@ -198,37 +176,40 @@ static void projected_cov(int d, int k, int n, const double *Q, const double *Z,
         }
 }
 
-/* M^{-1} = D (I + sum (l - 1) u u^T) D and chol(M), M = D^{-1} (I + sum (1/l - 1) u u^T) D^{-1},
-   over the eigenpairs of S (k x k: vectors V, values w) outside the cutoff. */
-static int write_metric(fs_metric_adapt *a, int k, const double *Q, const double *V,
-                        const double *w, const double *sigma, double *u, double *M)
+/* The factored metric (fs_hmc.h's layout): sigma, then the eigenpairs of S
+   (k x k: vectors V, values w) outside the cutoff, each vector u = Q v. */
+static void write_metric(fs_metric_adapt *a, int k, const double *Q, const double *V,
+                         double *w, const double *sigma)
 {
-    const int d = a->dim;
-    double *inv = a->inv_metric;
-    int r, i, j, m;
-    memset(inv, 0, sizeof(double) * (size_t)d * d);
-    memset(M, 0, sizeof(double) * (size_t)d * d);
-    for (i = 0; i < d; i++) inv[(size_t)i * d + i] = M[(size_t)i * d + i] = 1.0;
-    for (r = 0; r < k; r++) {
-        const double l = w[r];
-        if (!(l > CUTOFF || l < 1.0 / CUTOFF) || !(l > 0.0)) continue;
+    const int d = a->dim, rmax = (int)a->inv_metric[d + 1];
+    double *lam = a->inv_metric + d + 2, *U = lam + rmax, *f = a->metric_chol + d;
+    int r = 0, c, i, m;
+    for (i = 0; i < d; i++) {
+        a->inv_metric[i] = sigma[i];
+        a->metric_chol[i] = 1.0 / sigma[i];
+    }
+    /* the directions furthest from the diagonal first, at most rmax */
+    while (r < rmax) {
+        double best = log(CUTOFF), l;
+        int pick = -1;
+        double *u = U + (size_t)r * d;
+        for (c = 0; c < k; c++) {
+            double x = w[c] > 0.0 && fs_isfinite(w[c]) ? fabs(log(w[c])) : 0.0;
+            if (x > best) { best = x; pick = c; }
+        }
+        if (pick < 0) break;
+        l = w[pick];
+        w[pick] = 1.0;                       /* taken */
         for (i = 0; i < d; i++) {
             double s = 0.0;
-            for (m = 0; m < k; m++) s += Q[(size_t)m * d + i] * V[(size_t)r * k + m];
+            for (m = 0; m < k; m++) s += Q[(size_t)m * d + i] * V[(size_t)pick * k + m];
             u[i] = s;
         }
-        for (i = 0; i < d; i++)
-            for (j = 0; j < d; j++) {
-                inv[(size_t)i * d + j] += (l - 1.0) * u[i] * u[j];
-                M[(size_t)i * d + j] += (1.0 / l - 1.0) * u[i] * u[j];
-            }
+        lam[r] = l;
+        f[r] = 1.0 / sqrt(l) - 1.0;
+        r++;
     }
-    for (i = 0; i < d; i++)
-        for (j = 0; j < d; j++) {
-            inv[(size_t)i * d + j] *= sigma[i] * sigma[j];
-            M[(size_t)i * d + j] /= sigma[i] * sigma[j];
-        }
-    return cholesky(d, M, a->metric_chol);
+    a->inv_metric[d] = (double)r;
 }
 
 /* The low-rank metric from the window of n states whose sums are `stats`. */
@@ -237,15 +218,14 @@ static int low_rank_update(fs_metric_adapt *a, const double *stats, int n)
     const int d = a->dim, m2 = 2 * n;
     const int kmax = m2 < d ? m2 : d, lwork = 3 * (kmax > 1 ? kmax : 1);
     const size_t kk = (size_t)kmax * kmax;
-    double *mem, *sigma, *Z, *Q, *P, *A, *B, *V, *w, *work, *T, *M;
+    double *mem, *sigma, *Z, *Q, *P, *A, *B, *V, *w, *work, *T;
     int k, status = FS_OK;
-    mem = malloc(sizeof(double) * ((size_t)d * (1 + 2 * (size_t)m2 + kmax + 1)
-                                   + (size_t)kmax * m2 + 5 * kk + kmax + lwork
-                                   + (size_t)d * d));
+    mem = malloc(sizeof(double) * ((size_t)d * (1 + (size_t)m2 + kmax)
+                                   + (size_t)kmax * m2 + 5 * kk + kmax + lwork));
     if (mem == NULL) return FS_ENOMEM;
     sigma = mem; Z = sigma + d; Q = Z + (size_t)d * m2; P = Q + (size_t)d * kmax;
     A = P + (size_t)kmax * m2; B = A + kk; V = B + kk; T = V + kk; w = T + 2 * kk;
-    work = w + kmax; M = work + lwork;
+    work = w + kmax;
     if (!scaled_window(a, stats, window(a), n, sigma, Z)) goto done;
     basis(d, m2, Z, Q, &k);
     if (k == 0) goto done;
@@ -266,7 +246,7 @@ static int low_rank_update(fs_metric_adapt *a, const double *stats, int n)
         a->blas->dsyev("V", "L", &k, V, &k, w, work, &lw, &info);
         if (info != 0) { status = FS_ELAPACK; goto done; }
     }
-    status = write_metric(a, k, Q, V, w, sigma, Z, M);
+    write_metric(a, k, Q, V, w, sigma);
 done:
     free(mem);
     return status;
@@ -280,8 +260,8 @@ static int feed(fs_metric_adapt *a, const double *q, const double *g)
     int j;
     for (j = 0; j < d; j++)
         if (!fs_isfinite(q[j]) || !fs_isfinite(g[j])) return 0;
-    if (a->low_rank && a->n_bg < FS_METRIC_ADAPT_WINDOW) {
-        double *row = window(a) + 2 * (size_t)a->n_bg * d;
+    if (a->low_rank && a->n_fg < 2 * FS_METRIC_ADAPT_WINDOW) {
+        double *row = window(a) + 2 * (size_t)a->n_fg * d;
         memcpy(row, q, sizeof(double) * (size_t)d);
         memcpy(row + d, g, sizeof(double) * (size_t)d);
     }
@@ -307,8 +287,15 @@ int fs_metric_adapt_update(fs_metric_adapt *a, const double *q, const double *g,
        the metric freezes */
     if (a->n_bg >= every && it + every <= a->metric_end) {
         if (a->low_rank) {
-            int status = low_rank_update(a, bg, (int)a->n_bg);
+            /* from the foreground's states: the window just finished and
+               the one before it; then the finished one starts the next */
+            const int n_fg = (int)a->n_fg, n_bg = (int)a->n_bg;
+            int status;
+            if (n_fg > 2 * FS_METRIC_ADAPT_WINDOW) return FS_EINVAL;   /* not reached */
+            status = low_rank_update(a, fg, n_fg);
             if (status != FS_OK) return status;
+            memmove(window(a), window(a) + 2 * (size_t)(n_fg - n_bg) * d,
+                    sizeof(double) * 2 * (size_t)n_bg * d);
             switched = 1;
         }
         memcpy(fg, bg, sizeof(double) * 4 * (size_t)d);

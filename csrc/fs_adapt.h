@@ -18,15 +18,17 @@
  * iteration and re-runs the step-size heuristic after the first update.
  *
  * Low rank (low_rank = 1): at each switch the metric is rebuilt from the
- * window of states just completed.  With D = diag(sigma), sigma_j^2 the
+ * foreground's states (the window just completed and the one before it,
+ * up to 160 states).  With D = diag(sigma), sigma_j^2 the
  * diagonal estimate above, the window is scaled (q - mean) / sigma and
  * (g - mean) * sigma; in the span of those scaled draws and gradients the
  * covariance S that minimises the Fisher divergence of a Gaussian solves
  * S B S = A (A, B: the scaled draws' and gradients' covariances, each plus
  * 1e-3 I), S = B^{-1/2} (B^{1/2} A B^{1/2})^{1/2} B^{-1/2}; its eigenpairs
- * (lambda, u) outside [1/2, 2] give M^{-1} = D (I + sum (lambda - 1) u u^T) D
- * (nutpie's low-rank modified mass matrix; elsewhere the diagonal).  The
- * metric is then dense: M^{-1} and the Cholesky factor of M, row-major.
+ * (lambda, u) outside [1/2, 2] (at most 160, the furthest from 1 first)
+ * give M^{-1} = D (I + sum (lambda - 1) u u^T) D
+ * (nutpie's low-rank modified mass matrix; elsewhere the diagonal), kept
+ * factored (FS_METRIC_LOW_RANK in fs_hmc.h: O(dim r) per product).
  */
 #ifndef FS_ADAPT_H
 #define FS_ADAPT_H
@@ -37,24 +39,26 @@
 extern "C" {
 #endif
 
-/* Longest window (states) kept for the low-rank estimate: the late switch. */
+/* The late switch interval (states); the low-rank estimate keeps up to two
+   such windows of states. */
 #define FS_METRIC_ADAPT_WINDOW 80
-/* Doubles of `stats` the estimator needs (low rank: the window's states too). */
+/* Doubles of `stats` the estimator needs (low rank: the states too). */
 #define FS_METRIC_ADAPT_STATS(dim, low_rank) \
-    (8 * (size_t)(dim) + ((low_rank) ? 2 * (size_t)(dim) * FS_METRIC_ADAPT_WINDOW : 0))
+    (8 * (size_t)(dim) + ((low_rank) ? 4 * (size_t)(dim) * FS_METRIC_ADAPT_WINDOW : 0))
 
 typedef struct fs_metric_adapt {
     int dim;
     int low_rank;          /* 0: diagonal; 1: low rank plus diagonal (dense)   */
     const fs_blas *blas;   /* low rank: dsyev                                   */
-    /* diagonal: dim values M^{-1}_jj and sqrt(M_jj); low rank: dim*dim
-       row-major M^{-1} and the lower Cholesky factor of M.  Written here. */
+    /* diagonal: dim values M^{-1}_jj and sqrt(M_jj); low rank: the buffers
+       of FS_METRIC_LOW_RANK (fs_hmc.h), rmax set by the caller.  Written
+       here. */
     double *inv_metric;
     double *metric_chol;
     /* FS_METRIC_ADAPT_STATS(dim) doubles: foreground then background, each
        mean(q), sum of squared deviations of q, mean(g), the same for g
-       (Welford's running sums); low rank: then the background window's
-       states, q then g, 2 * dim doubles each.                             */
+       (Welford's running sums); low rank: then the foreground's states,
+       q then g, 2 * dim doubles each.                                     */
     double *stats;
     double n_fg, n_bg;     /* states in each estimator                         */
     double iteration;      /* warm-up iterations seen                          */

@@ -11,12 +11,38 @@
 
 /* ---- kinetic energy and momentum ---------------------------------------- */
 
+/* v = M^{-1} p for the factored low-rank metric (fs_hmc.h). */
+static void low_rank_velocity(int d, const double *inv, const double *p, double *FS_RESTRICT v)
+{
+    const double *sigma = inv, *lam = inv + d + 2;
+    const int r = (int)inv[d], rmax = (int)inv[d + 1];
+    const double *U = lam + rmax;
+    double t[FS_LOW_RANK_MAX];
+    int i, k;
+    for (i = 0; i < d; i++) v[i] = sigma[i] * p[i];          /* w = D p */
+    for (k = 0; k < r; k++) {                                /* t = (L - 1) U^T w */
+        const double *u = U + (size_t)k * d;
+        double s = 0.0;
+        for (i = 0; i < d; i++) s += u[i] * v[i];
+        t[k] = (lam[k] - 1.0) * s;
+    }
+    for (k = 0; k < r; k++) {
+        const double *u = U + (size_t)k * d;
+        for (i = 0; i < d; i++) v[i] += t[k] * u[i];
+    }
+    for (i = 0; i < d; i++) v[i] *= sigma[i];
+}
+
 double fs_hmc_kinetic(const fs_hmc_config *cfg, const double *p, double *FS_RESTRICT v)
 {
     const int d = cfg->dim;
     double k = 0.0;
     int i, j;
     switch (cfg->metric) {
+    case FS_METRIC_LOW_RANK:
+        low_rank_velocity(d, cfg->inv_metric, p, v);
+        for (i = 0; i < d; i++) k += p[i] * v[i];
+        break;
     case FS_METRIC_DIAG: {
         const double *m = cfg->inv_metric;
         for (i = 0; i < d; i++) { v[i] = m[i] * p[i]; k += p[i] * v[i]; }
@@ -44,6 +70,9 @@ void fs_hmc_velocity(const fs_hmc_config *cfg, const double *p, double *FS_RESTR
     const int d = cfg->dim;
     int i, j;
     switch (cfg->metric) {
+    case FS_METRIC_LOW_RANK:
+        low_rank_velocity(d, cfg->inv_metric, p, v);
+        break;
     case FS_METRIC_DIAG:
         for (i = 0; i < d; i++) v[i] = cfg->inv_metric[i] * p[i];
         break;
@@ -66,6 +95,23 @@ void fs_hmc_draw_momentum(const fs_hmc_config *cfg, fs_rng *rng, double *FS_REST
     const int d = cfg->dim;
     int i, k;
     switch (cfg->metric) {
+    case FS_METRIC_LOW_RANK: {
+        /* p = D^{-1} (z + U ((L^{-1/2} - 1) * (U^T z))) */
+        const double *inv_sigma = cfg->metric_chol, *f = cfg->metric_chol + d;
+        const int r = (int)cfg->inv_metric[d], rmax = (int)cfg->inv_metric[d + 1];
+        const double *U = cfg->inv_metric + d + 2 + rmax;
+        for (i = 0; i < d; i++) p[i] = z[i] = rng->normal(rng->state);
+        for (k = 0; k < r; k++) {
+            const double *u = U + (size_t)k * d;
+            double s = 0.0;
+            int j;
+            for (j = 0; j < d; j++) s += u[j] * z[j];
+            s *= f[k];
+            for (j = 0; j < d; j++) p[j] += s * u[j];
+        }
+        for (i = 0; i < d; i++) p[i] *= inv_sigma[i];
+        break;
+    }
     case FS_METRIC_DIAG:
         for (i = 0; i < d; i++) p[i] = cfg->metric_chol[i] * rng->normal(rng->state);
         break;

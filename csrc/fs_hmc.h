@@ -24,7 +24,19 @@
 extern "C" {
 #endif
 
-enum { FS_METRIC_UNIT = 0, FS_METRIC_DIAG = 1, FS_METRIC_DENSE = 2 };
+enum { FS_METRIC_UNIT = 0, FS_METRIC_DIAG = 1, FS_METRIC_DENSE = 2, FS_METRIC_LOW_RANK = 3 };
+
+/* A low-rank-plus-diagonal metric, M^{-1} = D (I + U (L - 1) U^T) D with
+   D = diag(sigma) and r orthonormal columns U, kept factored: every
+   product costs O(dim r).  Its inv_metric buffer holds, in order, sigma
+   (dim), r and rmax (one double each), the eigenvalues L (rmax, the
+   first r used) and the columns of U (rmax * dim, column after column);
+   its metric_chol buffer 1 / sigma (dim) and L^{-1/2} - 1 (rmax), so that
+   p = D^{-1} (I + U (L^{-1/2} - 1) U^T) z ~ N(0, M). */
+#define FS_LOW_RANK_MAX 160   /* largest r (two adaptation windows of states) */
+#define FS_LOW_RANK_INV_SIZE(dim, rmax) \
+    ((size_t)(dim) + 2 + (size_t)(rmax) + (size_t)(rmax) * (size_t)(dim))
+#define FS_LOW_RANK_CHOL_SIZE(dim, rmax) ((size_t)(dim) + (size_t)(rmax))
 enum { FS_ALGORITHM_HMC = 0, FS_ALGORITHM_NUTS = 1 };
 
 typedef struct fs_hmc_config {
@@ -33,10 +45,12 @@ typedef struct fs_hmc_config {
     int n_steps;               /* L >= 1                                        */
     int random_n_steps;        /* 1: L_t uniform on 1..n_steps each iteration   */
     int metric;                /* FS_METRIC_*                                   */
-    /* DIAG: dim values of M^{-1}; DENSE: dim*dim row-major M^{-1}.            */
+    /* DIAG: dim values of M^{-1}; DENSE: dim*dim row-major M^{-1};
+       LOW_RANK: see FS_LOW_RANK_INV_SIZE.                                      */
     const double *inv_metric;
     /* DIAG: dim values sqrt(M_jj); DENSE: dim*dim row-major lower Cholesky
-       factor L of M (M = L L^T), so that p = L z ~ N(0, M).                   */
+       factor L of M (M = L L^T), so that p = L z ~ N(0, M); LOW_RANK: see
+       FS_LOW_RANK_CHOL_SIZE.                                                  */
     const double *metric_chol;
     double max_energy_error;   /* dH above this is a divergence (Stan: 1000)    */
     int delayed_acceptance;    /* 1: first-stage test with the drive Hamiltonian */

@@ -7,6 +7,8 @@ cdef extern from "fs_hmc.h" nogil:
         FS_METRIC_UNIT
         FS_METRIC_DIAG
         FS_METRIC_DENSE
+        FS_METRIC_LOW_RANK
+        FS_LOW_RANK_MAX
     enum:
         FS_ALGORITHM_HMC
         FS_ALGORITHM_NUTS
@@ -105,6 +107,8 @@ cdef extern from "fs_adapt.h" nogil:
         double early_switch, late_switch, n_updates
 
     size_t FS_METRIC_ADAPT_STATS(int dim, int low_rank)
+    size_t FS_LOW_RANK_INV_SIZE(int dim, int rmax)
+    size_t FS_LOW_RANK_CHOL_SIZE(int dim, int rmax)
     void fs_metric_adapt_init(fs_metric_adapt *a, long n_warmup, const double *q,
                               const double *g)
     int fs_metric_adapt_update(fs_metric_adapt *a, const double *q, const double *g,

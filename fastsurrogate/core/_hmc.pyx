@@ -63,6 +63,96 @@ def new_trace(long n, int dim, bint proposals=False, bint inner=False):
     return out
 
 
+class LowRankMetric:
+    """A low-rank-plus-diagonal inverse metric, kept factored.
+
+    M^{-1} = D (I + U diag(values - 1) U^T) D with D = diag(sigma) and the
+    orthonormal columns U (``vectors``): the diagonal metric sigma^2 except
+    along r directions, where (in the coordinates scaled by D) the variance
+    is ``values``.  A chain applies it in O(dim r) per leapfrog step
+    (csrc/fs_hmc.h, FS_METRIC_LOW_RANK); ``adaptation="fisher"`` with
+    ``metric="low-rank"`` adapts one, and ``Chain.inv_metric`` and
+    ``Result.inv_metric`` return it.
+
+    Parameters
+    ----------
+    sigma : array (dim,)
+        Positive scales.
+    values : array (r,)
+        Positive eigenvalues, r <= min(dim, 160).
+    vectors : array (dim, r)
+        Orthonormal columns.
+    """
+
+    def __init__(self, sigma, values, vectors):
+        sigma = np.array(sigma, dtype=np.float64, copy=True)
+        values = np.array(values, dtype=np.float64, copy=True).reshape(-1)
+        vectors = np.array(vectors, dtype=np.float64, copy=True)
+        d, r = sigma.shape[0] if sigma.ndim == 1 else -1, values.shape[0]
+        if sigma.ndim != 1 or vectors.shape != (d, r):
+            raise ValueError(f"a low-rank metric needs sigma (dim,), values (r,) and vectors "
+                             f"(dim, r); got {sigma.shape}, {values.shape}, {vectors.shape}")
+        if not (np.all(np.isfinite(sigma)) and np.all(sigma > 0)
+                and np.all(np.isfinite(values)) and np.all(values > 0)):
+            raise ValueError("a low-rank metric's sigma and values must be positive and finite")
+        if r > min(d, FS_LOW_RANK_MAX):
+            raise ValueError(f"a low-rank metric has rank at most min(dim, {FS_LOW_RANK_MAX}), "
+                             f"got {r}")
+        if r and not np.allclose(vectors.T @ vectors, np.eye(r), atol=1e-8):
+            raise ValueError("a low-rank metric's vectors must be orthonormal columns")
+        self.sigma, self.values, self.vectors = sigma, values, vectors
+
+    @property
+    def dim(self):
+        return self.sigma.shape[0]
+
+    @property
+    def rank(self):
+        return self.values.shape[0]
+
+    def dense(self):
+        """The inverse metric as a (dim, dim) array."""
+        U = self.vectors
+        inner = np.eye(self.dim) + (U * (self.values - 1.0)) @ U.T
+        return self.sigma[:, None] * inner * self.sigma[None, :]
+
+    def packed(self):
+        """The chain's buffers (FS_LOW_RANK_INV_SIZE / _CHOL_SIZE doubles)."""
+        d, r = self.dim, self.rank
+        rmax = min(d, FS_LOW_RANK_MAX)
+        inv = np.zeros(FS_LOW_RANK_INV_SIZE(d, rmax))
+        chol = np.zeros(FS_LOW_RANK_CHOL_SIZE(d, rmax))
+        inv[:d] = self.sigma
+        inv[d], inv[d + 1] = r, rmax
+        inv[d + 2:d + 2 + r] = self.values
+        inv[d + 2 + rmax:d + 2 + rmax + r * d] = self.vectors.T.reshape(-1)
+        chol[:d] = 1.0 / self.sigma
+        chol[d:d + r] = 1.0 / np.sqrt(self.values) - 1.0
+        return inv, chol
+
+    @classmethod
+    def from_packed(cls, inv, d):
+        r, rmax = int(inv[d]), int(inv[d + 1])
+        U = np.asarray(inv[d + 2 + rmax:d + 2 + rmax + r * d]).reshape(r, d).T
+        out = cls.__new__(cls)
+        out.sigma = np.array(inv[:d])
+        out.values = np.array(inv[d + 2:d + 2 + r])
+        out.vectors = np.ascontiguousarray(U)
+        return out
+
+    def __eq__(self, other):
+        return (isinstance(other, LowRankMetric) and np.array_equal(self.sigma, other.sigma)
+                and np.array_equal(self.values, other.values)
+                and np.array_equal(self.vectors, other.vectors))
+
+    def __repr__(self):
+        return f"LowRankMetric(dim={self.dim}, rank={self.rank})"
+
+
+def _unit_low_rank(d):
+    return LowRankMetric(np.ones(d), [], np.zeros((d, 0)))
+
+
 def metric_adaptation_path(q0, g0, Q, G, divergent, long n_warmup, bint low_rank=False):
     """Drives the C metric adaptation (csrc/fs_adapt.h) over given states,
     outside any chain: the start (q0, g0), then rows of Q and G (n, dim)
@@ -85,7 +175,11 @@ def metric_adaptation_path(q0, g0, Q, G, divergent, long n_warmup, bint low_rank
         raise ValueError("q0, g0 (dim,), Q, G (n, dim), divergent (n,) and n_warmup >= 1")
     shape = [d, d] if low_rank else [d]
     shape = tuple(shape)
-    cdef cnp.ndarray inv = np.zeros(shape), chol = np.zeros(shape)
+    cdef cnp.ndarray inv, chol
+    if low_rank:
+        inv, chol = LowRankMetric(np.ones(d), [], np.zeros((d, 0))).packed()
+    else:
+        inv, chol = np.zeros(d), np.zeros(d)
     cdef cnp.ndarray stats = np.zeros(FS_METRIC_ADAPT_STATS(d, low_rank))
     a.dim = d
     a.low_rank = low_rank
@@ -105,7 +199,7 @@ def metric_adaptation_path(q0, g0, Q, G, divergent, long n_warmup, bint low_rank
             raise_for_status(r, f"metric adaptation at row {i}")
         if r == 1:
             first = i
-        out[i] = inv
+        out[i] = LowRankMetric.from_packed(inv, d).dense() if low_rank else inv
     return out, first
 
 
@@ -369,12 +463,25 @@ cdef class Chain:
 
     @property
     def inv_metric(self):
-        """The inverse mass matrix: None (identity), (dim,) or (dim, dim)."""
-        return None if self._inv_metric is None else self._inv_metric.copy()
+        """The inverse mass matrix: None (identity), (dim,), (dim, dim) or a
+        :class:`LowRankMetric`."""
+        if self._inv_metric is None:
+            return None
+        if self.cfg.metric == FS_METRIC_LOW_RANK:
+            return LowRankMetric.from_packed(self._inv_metric, self.cfg.dim)
+        return self._inv_metric.copy()
 
     def set_inv_metric(self, inv_metric):
-        """Set the inverse mass matrix: None, a (dim,) diagonal or a (dim, dim) SPD matrix."""
+        """Set the inverse mass matrix: None, a (dim,) diagonal, a (dim, dim)
+        SPD matrix or a :class:`LowRankMetric`."""
         cdef int d = self.cfg.dim
+        if isinstance(inv_metric, LowRankMetric):
+            if inv_metric.dim != d:
+                raise ValueError(f"the low-rank metric has dim {inv_metric.dim}, the chain {d}")
+            m, chol = inv_metric.packed()
+            self.cfg.metric = FS_METRIC_LOW_RANK
+            self._use_metric(m, chol)
+            return
         if inv_metric is None:
             self.metric_adapting = False
             self._inv_metric = None
@@ -401,7 +508,10 @@ cdef class Chain:
             self.cfg.metric = FS_METRIC_DENSE
         else:
             raise ValueError(f"inv_metric must have shape ({d},) or ({d}, {d}), got {m.shape}")
-        self._inv_metric = np.ascontiguousarray(m)
+        self._use_metric(np.ascontiguousarray(m), chol)
+
+    cdef _use_metric(self, cnp.ndarray m, cnp.ndarray chol):
+        self._inv_metric = m
         self._metric_chol = chol
         self.cfg.inv_metric = <const double *>cnp.PyArray_DATA(self._inv_metric)
         self.cfg.metric_chol = <const double *>cnp.PyArray_DATA(self._metric_chol)
@@ -409,7 +519,7 @@ cdef class Chain:
         # checkpoint restores the metric it had reached), or stops when the
         # metric is no longer diagonal
         self.metric_adapting = self.metric_adapting and self.cfg.metric == (
-            FS_METRIC_DENSE if self.ma.low_rank else FS_METRIC_DIAG)
+            FS_METRIC_LOW_RANK if self.ma.low_rank else FS_METRIC_DIAG)
         if self.metric_adapting:
             self.ma.inv_metric = <double *>cnp.PyArray_DATA(self._inv_metric)
             self.ma.metric_chol = <double *>cnp.PyArray_DATA(self._metric_chol)
@@ -529,7 +639,7 @@ cdef class Chain:
                              "(drive is judge, no surrogate transitions)")
         if n_warmup < 1:
             raise ValueError(f"n_warmup must be >= 1, got {n_warmup}")
-        self.set_inv_metric(np.eye(d) if low_rank else np.ones(d))
+        self.set_inv_metric(_unit_low_rank(d) if low_rank else np.ones(d))
         self._ma_stats = np.zeros(FS_METRIC_ADAPT_STATS(d, low_rank))
         self._point_metric_adaptation(low_rank)
         fs_metric_adapt_init(&self.ma, n_warmup, <const double *>cnp.PyArray_DATA(self._q),
@@ -567,9 +677,9 @@ cdef class Chain:
         low_rank = state.ndim == 1 and state.size > 0 and state[0] == 1.0
         if state.shape != (9 + FS_METRIC_ADAPT_STATS(d, low_rank),):
             raise ValueError("the metric adaptation's state does not fit this chain")
-        if self._inv_metric is None or self._inv_metric.ndim != (2 if low_rank else 1):
+        if self.cfg.metric != (FS_METRIC_LOW_RANK if low_rank else FS_METRIC_DIAG):
             # the metric itself is restored apart
-            self.set_inv_metric(np.eye(d) if low_rank else np.ones(d))
+            self.set_inv_metric(_unit_low_rank(d) if low_rank else np.ones(d))
         self._ma_stats = np.ascontiguousarray(state[9:])
         self._point_metric_adaptation(low_rank)
         (self.ma.n_fg, self.ma.n_bg, self.ma.iteration, self.ma.early_end, self.ma.metric_end,

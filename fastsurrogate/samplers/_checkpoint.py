@@ -57,7 +57,7 @@ import warnings
 
 import numpy as np
 
-from ..core._hmc import Chain
+from ..core._hmc import Chain, LowRankMetric
 from ._checks import check_int
 
 __all__ = ["FORMAT", "VERSION", "Checkpointer", "load", "setup", "resume",
@@ -435,8 +435,7 @@ class Checkpointer:
             log.replayed = True
             return end, True
         # the snapshot: the metric too, then run on for real
-        inv = st.get("inv_metric")
-        chain.set_inv_metric(inv)
+        chain.set_inv_metric(_metric_of(st, chain))
         log.n_iter = snap["n_iter"]
         log.snap = dict(snap, _arrays=st)
         log.replay = None
@@ -458,9 +457,7 @@ class Checkpointer:
         key, name, start = log.current
         st = _chain_state(ctx, chain)
         st["objs"] = _objects_state(log, True)
-        inv = chain.inv_metric
-        if inv is not None:
-            st["inv_metric"] = inv
+        _put_metric(st, chain.inv_metric)
         log.snap = {"key": key, "trace": name, "start": start, "row": row,
                     "n_iter": log.n_iter, "span": len(log.spans), "_arrays": st}
         self.write()
@@ -513,17 +510,34 @@ class Checkpointer:
             self.n_writes += 1
 
 
+def _put_metric(st, inv):
+    """The chain's metric into a snapshot: an array, or a low-rank metric's
+    packed buffer (``inv_metric_low_rank``)."""
+    if isinstance(inv, LowRankMetric):
+        st["inv_metric_low_rank"] = inv.packed()[0]
+    elif inv is not None:
+        st["inv_metric"] = inv
+
+
+def _metric_of(st, chain):
+    if "inv_metric_low_rank" in st:
+        return LowRankMetric.from_packed(st["inv_metric_low_rank"], chain.position.shape[0])
+    return st.get("inv_metric")
+
+
 def _state_scalars(st):
     s = {k: v for k, v in st["state"].items() if k not in _CHAIN_ARRAYS}
     return {"state": s, "rng": st["rng"], "has_inv_metric": "inv_metric" in st,
+            "has_low_rank_metric": "inv_metric_low_rank" in st,
             "objs": [{"scalars": sc, "arrays": sorted(arr)} for sc, arr in st["objs"]]}
 
 
 def _put_state(arrays, prefix, st):
     for k in _CHAIN_ARRAYS:
         arrays[f"{prefix}/{k}"] = st["state"][k]
-    if "inv_metric" in st:
-        arrays[f"{prefix}/inv_metric"] = st["inv_metric"]
+    for k in ("inv_metric", "inv_metric_low_rank"):
+        if k in st:
+            arrays[f"{prefix}/{k}"] = st[k]
     for i, (_, arr) in enumerate(st["objs"]):
         for name, a in arr.items():
             arrays[f"{prefix}/o{i}/{name}"] = np.asarray(a)
@@ -537,6 +551,8 @@ def _get_state(arrays, prefix, scalars):
     st = {"state": state, "rng": scalars["rng"]}
     if scalars["has_inv_metric"]:
         st["inv_metric"] = arrays[f"{prefix}/inv_metric"]
+    if scalars.get("has_low_rank_metric"):
+        st["inv_metric_low_rank"] = arrays[f"{prefix}/inv_metric_low_rank"]
     st["objs"] = [(o["scalars"], {name: arrays[f"{prefix}/o{i}/{name}"] for name in o["arrays"]})
                   for i, o in enumerate(scalars["objs"])]
     return st

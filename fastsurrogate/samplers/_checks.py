@@ -135,7 +135,13 @@ def check_potential(potential, name="potential", dim=None):
 
 def check_metric(metric, names, dim):
     """A metric name from `names`, or a fixed inverse metric: a positive (dim,)
-    diagonal or a symmetric (dim, dim) array (definiteness is checked by the chain)."""
+    diagonal or a symmetric (dim, dim) array (definiteness is checked by the chain),
+    or a LowRankMetric."""
+    from ..core._hmc import LowRankMetric
+    if isinstance(metric, LowRankMetric):
+        if metric.dim != dim:
+            raise ValueError(f"the low-rank metric has dim {metric.dim}, the potential {dim}")
+        return metric
     if isinstance(metric, str):
         if metric not in names:
             raise ValueError(f"metric must be one of {names} or an array, got {metric!r}")

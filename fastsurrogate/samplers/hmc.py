@@ -37,16 +37,20 @@ class HMC(Sampler):
         as the RNS-HMC paper does (default).  A fixed path length can resonate
         with the target (a trajectory near a full period returns to where it
         started, and the chain barely moves); random lengths break that.
-    metric : {"diag", "dense", "low-rank", "unit"} or ndarray
-        Mass-matrix adaptation ("diag"/"dense", adapted in Stan's windows when
-        ``adapt``; "low-rank": a diagonal plus the directions where the
-        draws and gradients disagree with it, with ``adaptation="fisher"``),
-        the identity, or a fixed inverse metric (dim,) / (dim, dim).
+    metric : {"low-rank", "diag", "dense", "unit"}, ndarray or LowRankMetric, optional
+        The mass matrix adapted when ``adapt`` ("low-rank": a diagonal plus
+        the directions where the draws and gradients disagree with it, with
+        ``adaptation="fisher"``; "diag"; "dense": in Stan's windows), the
+        identity, or a fixed inverse metric: (dim,), (dim, dim) or a
+        :class:`~fastsurrogate.core._hmc.LowRankMetric`.  Default:
+        "low-rank" with ``adaptation="fisher"``, "diag" with "stan".
     adapt : bool
         Adapt step size (and metric) during warm-up.
-    adaptation : {"stan", "fisher"}
-        How a diagonal metric is adapted.  "stan": Stan's windows, the
-        variance of each window's draws.  "fisher": nutpie's schedule and
+    adaptation : {"fisher", "stan"}
+        How the metric is adapted.  "stan": Stan's windows, the variance
+        of each window's draws (the former default: with it, and the
+        metric left to its default, a run makes the draws it made before).
+        "fisher" (default): nutpie's schedule and
         estimate (Seyboldt, Carlson & Carpenter 2026), in C after every
         warm-up iteration: M^{-1}_jj = sqrt(Var q_j / Var dU/dq_j), the
         diagonal Gaussian closest to the target in Fisher divergence, from
@@ -75,28 +79,29 @@ class HMC(Sampler):
     method = "hmc"
 
     def __init__(self, potential, *, step_size=None, n_steps=10, random_n_steps=True,
-                 metric="diag", adapt=True, target_accept=0.8, max_energy_error=1000.0,
-                 adaptation="stan"):
+                 metric=None, adapt=True, target_accept=0.8, max_energy_error=1000.0,
+                 adaptation="fisher"):
         super().__init__(potential)
         self.step_size = check_positive("step_size", step_size, allow_none=True)
         self.n_steps = check_int("n_steps", n_steps, 1)
         self.random_n_steps = check_flag("random_n_steps", random_n_steps)
+        self.adaptation = check_choice("adaptation", adaptation, _ADAPTATIONS)
+        if metric is None:
+            metric = "low-rank" if self.adaptation == "fisher" else "diag"
         self.metric = check_metric(metric, _METRICS, potential.dim)
         self.adapt = check_flag("adapt", adapt)
         self.target_accept = check_number("target_accept", target_accept)
         if not 0 < self.target_accept < 1:
             raise ValueError("target_accept must be in (0, 1)")
         self.max_energy_error = check_positive("max_energy_error", max_energy_error)
-        self.adaptation = check_choice("adaptation", adaptation, _ADAPTATIONS)
-        if self.metric == "low-rank" and self.adaptation != "fisher":
+        if isinstance(self.metric, str) and self.metric == "low-rank" \
+                and self.adaptation != "fisher":
             raise ValueError('metric="low-rank" is adapted from draws and gradients: '
                              'pass adaptation="fisher"')
 
     # -- pieces reused by the surrogate samplers -------------------------------
     def _initial_inv_metric(self):
-        if isinstance(self.metric, np.ndarray):
-            return self.metric
-        return None
+        return None if isinstance(self.metric, str) else self.metric
 
     def make_chain(self, q0, generator, drive=None, judge=None, **kw):
         drive = self.potential if drive is None else drive
@@ -116,7 +121,8 @@ class HMC(Sampler):
         if not self.adapt or n_warmup == 0:
             span(chain, trace, offset, offset + n_warmup, key)
             return
-        if self.adaptation == "fisher" and self.metric in ("diag", "low-rank"):
+        if (self.adaptation == "fisher" and isinstance(self.metric, str)
+                and self.metric in ("diag", "low-rank")):
             self._warmup_fisher(chain, trace, n_warmup, key, offset, span)
             return
         if self.step_size is None:

@@ -147,7 +147,10 @@ class NNGHMC(HMC):
         ``switch_fraction`` and ``explore`` do not apply.
     **hmc_options
         step_size, n_steps, random_n_steps, metric, adapt, target_accept,
-        max_energy_error, as for :class:`HMC`.
+        max_energy_error, adaptation, as for :class:`HMC`, except that
+        ``adaptation`` defaults to "stan" (Stan's windows, a diagonal
+        metric): with the metric from draws and gradients ARNS-HMC failed
+        two posteriordb references.
 
     NNgHMC has no surrogate transitions (``transitions=``): its network
     predicts grad U only and has no value V, so the exact correction
@@ -184,6 +187,7 @@ class NNGHMC(HMC):
                              "V(q))) cannot be formed; use RNS-HMC, ARNS-HMC (max_points) or "
                              "VHMC (exact=True)")
         hmc_options.pop("transitions", None)
+        hmc_options.setdefault("adaptation", "stan")    # as RNS-HMC's exploration
         super().__init__(potential, **hmc_options)
         self.warmup_kind = check_warmup(warmup, self.method)
         if self.warmup_kind != "paper" and surrogate is not None:

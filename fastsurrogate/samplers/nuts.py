@@ -24,9 +24,12 @@ class NUTS(HMC):
     Parameters
     ----------
     potential, step_size, metric, adapt, adaptation
-        As for :class:`HMC` (Stan's warm-up: step-size heuristic, dual
-        averaging, metric windows; or the metric from draws and gradients
-        with ``adaptation="fisher"``).
+        As for :class:`HMC`: by default a low-rank-plus-diagonal metric
+        adapted from the warm-up's draws and gradients in C (nutpie's
+        schedule) beside dual averaging of the step size;
+        ``adaptation="stan"`` for Stan's warm-up (step-size heuristic, dual
+        averaging, metric windows).  A surrogate run adapts its own metric
+        (the Laplace covariance, then windows on V's trees).
     target_accept : float
         Dual-averaging target of the mean acceptance statistic (Stan: 0.8).
     max_tree_depth : int
@@ -60,15 +63,15 @@ class NUTS(HMC):
 
     method = "nuts"
 
-    def __init__(self, potential, *, step_size=None, metric="diag", adapt=True,
+    def __init__(self, potential, *, step_size=None, metric=None, adapt=True,
                  target_accept=0.8, max_tree_depth=10, max_energy_error=1000.0,
-                 surrogate="auto", policy=None, adaptation="stan"):
+                 surrogate="auto", policy=None, adaptation="fisher"):
         super().__init__(potential, step_size=step_size, n_steps=1, random_n_steps=False,
                          metric=metric, adapt=adapt, target_accept=target_accept,
                          max_energy_error=max_energy_error, adaptation=adaptation)
         self.max_tree_depth = check_tree_depth(max_tree_depth)
         self.surrogate, self.policy = check_surrogate(surrogate, policy)
-        if self.surrogate is True and not (adapt and isinstance(metric, str)):
+        if self.surrogate is True and not (adapt and isinstance(self.metric, str)):
             raise ValueError("surrogate=True adapts its own metric and step size: it needs "
                              "adapt=True and a metric name")
 

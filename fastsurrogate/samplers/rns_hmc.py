@@ -190,7 +190,10 @@ class RNSHMC(HMC):
         ``training``, ``train_from`` and ``adapt`` do not apply.
     **hmc_options
         step_size, n_steps, random_n_steps, metric, adapt, target_accept,
-        max_energy_error, as for :class:`HMC`.
+        max_energy_error, adaptation, as for :class:`HMC`, except that
+        ``adaptation`` defaults to "stan" (Stan's windows, a diagonal
+        metric): with the metric from draws and gradients ARNS-HMC failed
+        two posteriordb references.
 
     Examples
     --------
@@ -211,6 +214,11 @@ class RNSHMC(HMC):
                  guard_action="retrain", surrogate=None, base=None, transitions=None,
                  inner=None, explore="hmc", max_tree_depth=10, subspace=None,
                  subspace_points=1000, warmup="paper", **hmc_options):
+        # the exploration adapts in Stan's windows unless told otherwise: with
+        # the metric from draws and gradients ARNS-HMC failed two posteriordb
+        # references (a singular online solve on garch11, 25 % divergent
+        # iterations on arK), so the papers' samplers keep the former warm-up
+        hmc_options.setdefault("adaptation", "stan")
         super().__init__(potential, **hmc_options)
         self.warmup_kind = check_warmup(warmup, self.method)
         self.transitions, self.inner = check_transitions(transitions, inner)
