@@ -10,7 +10,7 @@ loops (leapfrog, chain loop, surrogate and data-sum gradients) in C.
 >>> res.draws.shape
 (1, 100, 2)
 """
-import inspect
+import inspect as _inspect
 import os as _os
 
 from ._openmp_env import WAIT_POLICY as _OMP_WAIT_POLICY  # before any extension loads
@@ -45,7 +45,7 @@ __version__ = "0.1.0.dev0"
 __all__ = ["Potential", "PotentialError", "TrainingError", "WeightedSum", "RecordingPotential",
            "Result", "HMC", "NUTS", "SurrogatePolicy", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "RMHMC", "RNSRMHMC", "SGLD", "SGHMC",
            "sample", "check_gradient", "SamplingWarning", "models", "surrogates", "diagnostics", "approximation", "datasets", "interop",
-           "get_include", "resume", "SAMPLERS"]
+           "get_include", "resume", "SAMPLERS", "plots"]
 
 
 def get_include():
@@ -69,7 +69,7 @@ def _init_params(cls):
         init = klass.__dict__.get("__init__")
         if init is None:
             continue
-        params = inspect.signature(init).parameters
+        params = _inspect.signature(init).parameters
         names |= {n for n, p in params.items()
                   if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
         if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
@@ -120,7 +120,7 @@ def sample(potential, method="nuts", n_draws=1000, n_warmup=None, **kwargs):
         raise ValueError(f"unknown method {method!r}; choose from {sorted(SAMPLERS)}")
     cls = SAMPLERS[key]
     init_params = _init_params(cls)
-    run_params = set(inspect.signature(cls.sample).parameters) - {"self"}
+    run_params = set(_inspect.signature(cls.sample).parameters) - {"self"}
     unknown = set(kwargs) - init_params - run_params
     if unknown:
         raise TypeError(f"{cls.__name__} got unexpected arguments: {sorted(unknown)}")

@@ -32,3 +32,23 @@ def test_installed_package_imports_from_outside_the_checkout(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().endswith("__init__.py")
+
+
+def test_the_top_level_namespace_holds_public_names_and_subpackages_only():
+    import types
+
+    import fastsurrogate as fs
+    public = {n for n in dir(fs) if not n.startswith("_")}
+    extra = public - set(fs.__all__)
+    # subpackages and modules of the package appear once imported; nothing else
+    assert all(isinstance(getattr(fs, n), types.ModuleType)
+               and getattr(fs, n).__name__.startswith("fastsurrogate.") for n in extra), extra
+    assert "inspect" not in public and "plots" in fs.__all__
+    assert all(hasattr(fs, n) for n in fs.__all__)
+
+
+def test_the_license_is_in_the_checkout():
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "LICENSE").read_text()
+    assert "BSD 3-Clause" in text
+    assert 'license = "BSD-3-Clause"' in (root / "pyproject.toml").read_text()
