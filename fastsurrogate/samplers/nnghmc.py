@@ -40,7 +40,7 @@ from ._chain import surrogate_seed
 from ._checks import check_int, check_potential, check_tree_depth
 from ._checks import check_explore, check_flag, check_number
 from .hmc import HMC
-from .rns_hmc import explore_options
+from .rns_hmc import explore_options, exploration_metric
 from .surrogate_nuts import check_warmup, check_warmup_size, surrogate_nuts_warmup
 
 __all__ = ["NNGHMC"]
@@ -147,10 +147,9 @@ class NNGHMC(HMC):
         ``switch_fraction`` and ``explore`` do not apply.
     **hmc_options
         step_size, n_steps, random_n_steps, metric, adapt, target_accept,
-        max_energy_error, adaptation, as for :class:`HMC`, except that
-        ``adaptation`` defaults to "stan" (Stan's windows, a diagonal
-        metric): with the metric from draws and gradients ARNS-HMC failed
-        two posteriordb references.
+        max_energy_error, adaptation, as for :class:`HMC`, except that the
+        metric defaults to "diag" (adapted from draws and gradients), as
+        for RNS-HMC.
 
     NNgHMC has no surrogate transitions (``transitions=``): its network
     predicts grad U only and has no value V, so the exact correction
@@ -187,7 +186,7 @@ class NNGHMC(HMC):
                              "V(q))) cannot be formed; use RNS-HMC, ARNS-HMC (max_points) or "
                              "VHMC (exact=True)")
         hmc_options.pop("transitions", None)
-        hmc_options.setdefault("adaptation", "stan")    # as RNS-HMC's exploration
+        hmc_options.update(exploration_metric(hmc_options))    # as RNS-HMC's
         super().__init__(potential, **hmc_options)
         self.warmup_kind = check_warmup(warmup, self.method)
         if self.warmup_kind != "paper" and surrogate is not None:
