@@ -17,7 +17,7 @@ from ._openmp_env import WAIT_POLICY as _OMP_WAIT_POLICY  # before any extension
 
 try:
     from .core import (Potential, PotentialError, TrainingError, WeightedSum,
-                       RecordingPotential)
+                       RecordingPotential, LowRankMetric)
 except ImportError as _exc:
     _here = _os.path.dirname(_os.path.abspath(__file__))
     if not any(f.startswith("_potential.") and f.endswith((".so", ".pyd"))
@@ -45,7 +45,7 @@ __version__ = "0.1.0.dev0"
 __all__ = ["Potential", "PotentialError", "TrainingError", "WeightedSum", "RecordingPotential",
            "Result", "HMC", "NUTS", "SurrogatePolicy", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "RMHMC", "RNSRMHMC", "SGLD", "SGHMC",
            "sample", "check_gradient", "SamplingWarning", "models", "surrogates", "diagnostics", "approximation", "datasets", "interop",
-           "get_include", "resume", "SAMPLERS", "plots"]
+           "get_include", "resume", "SAMPLERS", "plots", "LowRankMetric"]
 
 
 def get_include():

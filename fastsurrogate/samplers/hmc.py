@@ -42,7 +42,7 @@ class HMC(Sampler):
         the directions where the draws and gradients disagree with it, with
         ``adaptation="fisher"``; "diag"; "dense": in Stan's windows), the
         identity, or a fixed inverse metric: (dim,), (dim, dim) or a
-        :class:`~fastsurrogate.core._hmc.LowRankMetric`.  Default:
+        :class:`fastsurrogate.LowRankMetric`.  Default:
         "low-rank" with ``adaptation="fisher"``, "diag" with "stan".
     adapt : bool
         Adapt step size (and metric) during warm-up.
@@ -57,11 +57,12 @@ class HMC(Sampler):
         the draws and gradients of the last one or two windows (10 states
         in the first 30 % of the warm-up, 80 later; the metric frozen in the
         last 15 %).  With ``metric="low-rank"`` the metric is rebuilt at
-        each switch from the window just finished: the diagonal estimate
-        times the eigen-directions of the Fisher-optimal covariance of the
-        window's draws and gradients whose eigenvalues are outside [1/2, 2]
-        (nutpie's low-rank modified mass matrix; csrc/fs_adapt.h).  A dense
-        metric adapts in Stan's windows either way.
+        each switch from the states of the last two windows: the diagonal
+        estimate, and on top of it the eigen-directions of the
+        Fisher-optimal covariance of those draws and gradients whose
+        eigenvalues are outside [1/2, 2] (nutpie's low-rank modified mass
+        matrix; csrc/fs_adapt.h), kept factored (``fs.LowRankMetric``).
+        A dense metric adapts in Stan's windows either way.
     target_accept : float
         Dual-averaging target acceptance probability.
     max_energy_error : float
