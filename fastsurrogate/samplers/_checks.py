@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 
+from ..core._hmc import LowRankMetric
 from ..core._potential import Potential
 from ..core._checks import real_array
 
@@ -137,7 +138,6 @@ def check_metric(metric, names, dim):
     """A metric name from `names`, or a fixed inverse metric: a positive (dim,)
     diagonal or a symmetric (dim, dim) array (definiteness is checked by the chain),
     or a LowRankMetric."""
-    from ..core._hmc import LowRankMetric
     if isinstance(metric, LowRankMetric):
         if metric.dim != dim:
             raise ValueError(f"the low-rank metric has dim {metric.dim}, the potential {dim}")
