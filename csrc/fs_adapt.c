@@ -45,10 +45,19 @@ static void add_state(double *s, int d, double n, const double *q, const double 
 }
 
 /* The foreground's states (low rank), q then g, 2 * dim doubles each. */
-static double *window(fs_metric_adapt *a) { return a->stats + 8 * (size_t)a->dim; }
+static double *window(fs_metric_adapt *a) { return a->stats + 16 * (size_t)a->dim; }
 
-void fs_metric_adapt_init(fs_metric_adapt *a, long n_warmup, const double *q,
-                          const double *g)
+/* The current block's and the previous block's sums; the two blocks' states
+   (low rank), the previous block's first. */
+static double *block(fs_metric_adapt *a) { return a->stats + 8 * (size_t)a->dim; }
+static double *prev_block(fs_metric_adapt *a) { return a->stats + 12 * (size_t)a->dim; }
+static double *block_states(fs_metric_adapt *a)
+{
+    return window(a) + 4 * (size_t)a->dim * FS_METRIC_ADAPT_WINDOW;
+}
+
+void fs_metric_adapt_init(fs_metric_adapt *a, long n_warmup, int stop_early,
+                          const double *q, const double *g)
 {
     const int d = a->dim;
     int j;
@@ -60,6 +69,10 @@ void fs_metric_adapt_init(fs_metric_adapt *a, long n_warmup, const double *q,
     a->early_switch = 10.0;
     a->late_switch = FS_METRIC_ADAPT_WINDOW;
     a->n_updates = 0.0;
+    a->stop_early = stop_early ? 1.0 : 0.0;
+    a->n_block = a->n_prev = 0.0;
+    a->warmup_end = (double)n_warmup;
+    a->converged_at = -1.0;
     add_state(a->stats, d, 0.0, q, g);
     add_state(a->stats + 4 * (size_t)d, d, 0.0, q, g);
     a->n_fg = a->n_bg = 1.0;
@@ -212,8 +225,8 @@ static void write_metric(fs_metric_adapt *a, int k, const double *Q, const doubl
     a->inv_metric[d] = (double)r;
 }
 
-/* The low-rank metric from the window of n states whose sums are `stats`. */
-static int low_rank_update(fs_metric_adapt *a, const double *stats, int n)
+/* The low-rank metric from the n states `win` whose sums are `stats`. */
+static int low_rank_update(fs_metric_adapt *a, const double *stats, const double *win, int n)
 {
     const int d = a->dim, m2 = 2 * n;
     const int kmax = m2 < d ? m2 : d, lwork = 3 * (kmax > 1 ? kmax : 1);
@@ -226,7 +239,7 @@ static int low_rank_update(fs_metric_adapt *a, const double *stats, int n)
     sigma = mem; Z = sigma + d; Q = Z + (size_t)d * m2; P = Q + (size_t)d * kmax;
     A = P + (size_t)kmax * m2; B = A + kk; V = B + kk; T = V + kk; w = T + 2 * kk;
     work = w + kmax;
-    if (!scaled_window(a, stats, window(a), n, sigma, Z)) goto done;
+    if (!scaled_window(a, stats, win, n, sigma, Z)) goto done;
     basis(d, m2, Z, Q, &k);
     if (k == 0) goto done;
     projected_cov(d, k, n, Q, Z, P, A);               /* draws     */
@@ -269,7 +282,91 @@ static int feed(fs_metric_adapt *a, const double *q, const double *g)
     add_state(a->stats + 4 * (size_t)d, d, a->n_bg, q, g);
     a->n_fg += 1.0;
     a->n_bg += 1.0;
+    if (a->stop_early) {
+        if (a->low_rank) {
+            double *row = block_states(a)
+                          + 2 * (size_t)d * (FS_METRIC_ADAPT_WINDOW + (size_t)a->n_block);
+            memcpy(row, q, sizeof(double) * (size_t)d);
+            memcpy(row + d, g, sizeof(double) * (size_t)d);
+        }
+        add_state(block(a), d, a->n_block, q, g);
+        a->n_block += 1.0;
+    }
     return 1;
+}
+
+/* ---- the end of the warm-up ---------------------------------------------- */
+
+/* Do the current and the previous block agree: every coordinate's diagonal
+   estimate within a factor FS_METRIC_ADAPT_AGREE?  (The ratio of the sums
+   of squares needs no n.) */
+static int blocks_agree(fs_metric_adapt *a)
+{
+    const int d = a->dim;
+    const double *c = block(a), *p = prev_block(a);
+    const double limit = 2.0 * log(FS_METRIC_ADAPT_AGREE);   /* on the squares */
+    int j;
+    for (j = 0; j < d; j++) {
+        double cq = c[d + j], cg = c[3 * d + j], pq = p[d + j], pg = p[3 * d + j];
+        double x;
+        if (!(cq > 0.0 && cg > 0.0 && pq > 0.0 && pg > 0.0)) return 0;
+        x = log(cq / cg) - log(pq / pg);
+        if (!(fabs(x) <= limit)) return 0;
+    }
+    return 1;
+}
+
+/* The two blocks' sums together (Chan et al.'s pairwise update) into `out`. */
+static void merge_blocks(fs_metric_adapt *a, double *out)
+{
+    const int d = a->dim;
+    const double *c = block(a), *p = prev_block(a);
+    const double nc = a->n_block, np = a->n_prev, n = nc + np;
+    int part, j;
+    for (part = 0; part < 2; part++) {          /* q, then g */
+        const size_t m = 2 * (size_t)part * d, s = m + d;
+        for (j = 0; j < d; j++) {
+            double delta = c[m + j] - p[m + j];
+            out[m + j] = p[m + j] + delta * nc / n;
+            out[s + j] = p[s + j] + c[s + j] + delta * delta * np * nc / n;
+        }
+    }
+}
+
+/* At the end of a block: when it agrees with the previous one, the final
+   metric from both (1 returned), else the block becomes the previous one. */
+static int end_of_block(fs_metric_adapt *a)
+{
+    const int d = a->dim;
+    double *fg = a->stats;
+    int j;
+    if (a->n_prev > 0.0 && blocks_agree(a)
+            && a->iteration + FS_METRIC_ADAPT_FINAL < a->warmup_end) {
+        merge_blocks(a, fg);           /* the foreground is not used any more */
+        if (a->low_rank) {
+            int status = low_rank_update(a, fg, block_states(a),
+                                         (int)(a->n_prev + a->n_block));
+            if (status != FS_OK) return status;
+        } else {
+            for (j = 0; j < d; j++) {
+                double vq = fg[d + j], vg = fg[3 * d + j];
+                if (vq > 0.0 && vg > 0.0) set_diag(a, j, sqrt(vq / vg));
+            }
+        }
+        a->converged_at = a->iteration;
+        a->metric_end = a->iteration;
+        a->warmup_end = a->iteration + FS_METRIC_ADAPT_FINAL;
+        a->n_updates += 1.0;
+        return 1;
+    }
+    memcpy(prev_block(a), block(a), sizeof(double) * 4 * (size_t)d);
+    memset(block(a), 0, sizeof(double) * 4 * (size_t)d);
+    if (a->low_rank)
+        memcpy(block_states(a), block_states(a) + 2 * (size_t)d * FS_METRIC_ADAPT_WINDOW,
+               sizeof(double) * 2 * (size_t)d * FS_METRIC_ADAPT_WINDOW);
+    a->n_prev = a->n_block;
+    a->n_block = 0.0;
+    return 0;
 }
 
 int fs_metric_adapt_update(fs_metric_adapt *a, const double *q, const double *g,
@@ -278,10 +375,12 @@ int fs_metric_adapt_update(fs_metric_adapt *a, const double *q, const double *g,
     const int d = a->dim;
     double *fg = a->stats, *bg = a->stats + 4 * (size_t)d;
     double it = a->iteration, every;
-    int j, switched = 0;
+    int j, switched = 0, fed = 0, result;
     a->iteration += 1.0;
+    if (a->converged_at >= 0.0)
+        return a->iteration >= a->warmup_end ? FS_METRIC_ADAPT_DONE : 0;
     if (it >= a->metric_end) return 0;
-    if (!divergent) feed(a, q, g);
+    if (!divergent) fed = feed(a, q, g);
     every = it < a->early_end ? a->early_switch : a->late_switch;
     /* switch when the background holds a window and one more fits before
        the metric freezes */
@@ -292,7 +391,7 @@ int fs_metric_adapt_update(fs_metric_adapt *a, const double *q, const double *g,
             const int n_fg = (int)a->n_fg, n_bg = (int)a->n_bg;
             int status;
             if (n_fg > 2 * FS_METRIC_ADAPT_WINDOW) return FS_EINVAL;   /* not reached */
-            status = low_rank_update(a, fg, n_fg);
+            status = low_rank_update(a, fg, window(a), n_fg);
             if (status != FS_OK) return status;
             memmove(window(a), window(a) + 2 * (size_t)(n_fg - n_bg) * d,
                     sizeof(double) * 2 * (size_t)n_bg * d);
@@ -303,15 +402,20 @@ int fs_metric_adapt_update(fs_metric_adapt *a, const double *q, const double *g,
         a->n_fg = a->n_bg;
         a->n_bg = 0.0;
     }
-    if (a->low_rank) {
-        if (!switched) return 0;
-    } else {
-        if (a->n_fg < 3.0) return 0;
-        for (j = 0; j < d; j++) {
-            double vq = fg[d + j], vg = fg[3 * d + j];   /* sums: the ratio needs no n */
-            if (vq > 0.0 && vg > 0.0) set_diag(a, j, sqrt(vq / vg));
-        }
+    result = 0;
+    if (a->low_rank ? switched : a->n_fg >= 3.0) {
+        if (!a->low_rank)
+            for (j = 0; j < d; j++) {
+                double vq = fg[d + j], vg = fg[3 * d + j];   /* sums: the ratio needs no n */
+                if (vq > 0.0 && vg > 0.0) set_diag(a, j, sqrt(vq / vg));
+            }
+        a->n_updates += 1.0;
+        result = a->n_updates == 1.0 ? FS_METRIC_ADAPT_FIRST : 0;
     }
-    a->n_updates += 1.0;
-    return a->n_updates == 1.0;
+    if (fed && a->stop_early && a->n_block >= FS_METRIC_ADAPT_WINDOW) {
+        int status = end_of_block(a);
+        if (status < 0) return status;
+        if (status == 1) result = FS_METRIC_ADAPT_FINAL_SET;
+    }
+    return result;
 }

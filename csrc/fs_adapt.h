@@ -29,6 +29,22 @@
  * give M^{-1} = D (I + sum (lambda - 1) u u^T) D
  * (nutpie's low-rank modified mass matrix; elsewhere the diagonal), kept
  * factored (FS_METRIC_LOW_RANK in fs_hmc.h: O(dim r) per product).
+ *
+ * The end of the warm-up (stop_early = 1).  Because the metric always rests
+ * on the last one or two windows, a longer warm-up does not give it more
+ * data: once the chain is stationary, later windows only draw the same
+ * estimate again.  So the states are also cut into consecutive blocks of
+ * FS_METRIC_ADAPT_WINDOW states, and at the end of each block its diagonal
+ * estimate sqrt(Var q_j / Var g_j) is compared with the previous block's.
+ * When no coordinate differs by more than a factor FS_METRIC_ADAPT_AGREE
+ * the two blocks are taken to come from the same (stationary) distribution:
+ * the metric is set from the two blocks together (160 states, as a late
+ * switch would), frozen, and the warm-up ends FS_METRIC_ADAPT_FINAL
+ * iterations later, in which only the step size adapts.  A chain still
+ * on its way to the typical set gives blocks whose variances differ by far
+ * more than sampling noise (first blocks: factors of 5 to 1e5 on the
+ * posteriordb references; stationary blocks: 1.02 to 2 at the largest
+ * coordinate).  Without agreement the schedule runs to n_warmup as above.
  */
 #ifndef FS_ADAPT_H
 #define FS_ADAPT_H
@@ -42,9 +58,27 @@ extern "C" {
 /* The late switch interval (states); the low-rank estimate keeps up to two
    such windows of states. */
 #define FS_METRIC_ADAPT_WINDOW 80
-/* Doubles of `stats` the estimator needs (low rank: the states too). */
+/* Agreement of two blocks: no diagonal estimate differs by more than this
+   factor; then FS_METRIC_ADAPT_FINAL more iterations with a frozen metric
+   (Stan's last window's length), in which the step size's dual averaging
+   goes on (restarting it there leaves a step size whose acceptance is
+   0.86-0.92 instead of 0.8: its average after 50 iterations still leans
+   on the restart). */
+#define FS_METRIC_ADAPT_AGREE 2.0
+#define FS_METRIC_ADAPT_FINAL 50
+/* Doubles of `stats` the estimator needs (low rank: the states too, of the
+   foreground and of the last two blocks). */
 #define FS_METRIC_ADAPT_STATS(dim, low_rank) \
-    (8 * (size_t)(dim) + ((low_rank) ? 4 * (size_t)(dim) * FS_METRIC_ADAPT_WINDOW : 0))
+    (16 * (size_t)(dim) + ((low_rank) ? 8 * (size_t)(dim) * FS_METRIC_ADAPT_WINDOW : 0))
+/* Number of double counters of the struct (a checkpoint's state). */
+#define FS_METRIC_ADAPT_COUNTERS 13
+
+/* fs_metric_adapt_update's non-negative results. */
+#define FS_METRIC_ADAPT_FIRST 1     /* the first update: search a step size */
+#define FS_METRIC_ADAPT_FINAL_SET 2 /* blocks agree: the final metric is set */
+#define FS_METRIC_ADAPT_DONE 3      /* the warm-up is over                    */
+/* The chain loop's status (positive: a pause) when the warm-up ended early. */
+#define FS_WARMUP_DONE 1000
 
 typedef struct fs_metric_adapt {
     int dim;
@@ -57,8 +91,10 @@ typedef struct fs_metric_adapt {
     double *metric_chol;
     /* FS_METRIC_ADAPT_STATS(dim) doubles: foreground then background, each
        mean(q), sum of squared deviations of q, mean(g), the same for g
-       (Welford's running sums); low rank: then the foreground's states,
-       q then g, 2 * dim doubles each.                                     */
+       (Welford's running sums); then the current and the previous block,
+       the same sums; low rank: then the foreground's states, q then g,
+       2 * dim doubles each (2 * FS_METRIC_ADAPT_WINDOW of them), then the
+       previous and the current block's states, the same way.             */
     double *stats;
     double n_fg, n_bg;     /* states in each estimator                         */
     double iteration;      /* warm-up iterations seen                          */
@@ -67,6 +103,12 @@ typedef struct fs_metric_adapt {
     double early_switch;   /* background size that triggers a switch, early   */
     double late_switch;    /* the same after early_end                         */
     double n_updates;      /* metric updates made                              */
+    double stop_early;     /* 1: end when two blocks agree                      */
+    double n_block;        /* states in the current block                      */
+    double n_prev;         /* states in the previous block (0: none yet)       */
+    double warmup_end;     /* the warm-up's last iteration + 1 (n_warmup, or
+                              earlier once two blocks agree)                   */
+    double converged_at;   /* iterations when they agreed (-1: not yet)        */
 } fs_metric_adapt;
 
 /* Sets the schedule for a warm-up of n_warmup iterations (nutpie's shares:
@@ -74,17 +116,22 @@ typedef struct fs_metric_adapt {
    10 and 80 states), clears both estimators, feeds them the starting point
    (q, g) and sets the first metric from the gradient alone,
    M^{-1}_jj = 1 / |g_j| (1 where g_j is 0 or not finite), clamped to
-   [1e-20, 1e20].  The caller has set dim, inv_metric, metric_chol, stats. */
-void fs_metric_adapt_init(fs_metric_adapt *a, long n_warmup, const double *q,
-                          const double *g);
+   [1e-20, 1e20].  With stop_early the warm-up may end before n_warmup
+   (see above).  The caller has set dim, low_rank, blas, inv_metric,
+   metric_chol, stats. */
+void fs_metric_adapt_init(fs_metric_adapt *a, long n_warmup, int stop_early,
+                          const double *q, const double *g);
 
 /* Feeds one warm-up state (skipped when `divergent`), switches the
    estimators when due, and sets the metric: diagonal, from the foreground
    estimator after every state (once it holds at least 3, until
-   metric_end); low rank, from the finished window at each switch.  Returns
-   1 when this was the first update of the metric (the caller then searches
-   a new step size), 0 otherwise, or FS_ENOMEM / FS_ELAPACK (the metric is
-   then unchanged). */
+   metric_end); low rank, from the finished window at each switch; with
+   stop_early, compares the blocks.  Returns FS_METRIC_ADAPT_FIRST when this
+   was the first update of the metric (the caller then searches a new step
+   size), FS_METRIC_ADAPT_FINAL_SET when two blocks agreed (the metric is
+   final; the step size keeps adapting), FS_METRIC_ADAPT_DONE after the warm-up's last
+   iteration when it ended early, 0 otherwise, or FS_ENOMEM / FS_ELAPACK
+   (the metric is then unchanged). */
 int fs_metric_adapt_update(fs_metric_adapt *a, const double *q, const double *g,
                            int divergent);
 

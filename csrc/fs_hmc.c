@@ -393,14 +393,15 @@ int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
             if (status != FS_OK) { it++; break; }
         }
         if (metric != NULL) {
-            int first = fs_metric_adapt_update(metric, cur->q, cur->grad, info.divergent);
-            if (first < 0) { status = first; it++; break; }
-            if (first && adapt != NULL) {
+            int r = fs_metric_adapt_update(metric, cur->q, cur->grad, info.divergent);
+            if (r < 0) { status = r; it++; break; }
+            if (r == FS_METRIC_ADAPT_FIRST && adapt != NULL) {
                 /* the first metric from the draws: a new step size for it (nutpie) */
                 status = fs_hmc_find_step_size(&c, drive, judge, rng, cur, work, &c.step_size);
                 if (status != FS_OK) { it++; break; }
                 fs_dual_avg_init(adapt, c.step_size, adapt->delta);
             }
+            if (r == FS_METRIC_ADAPT_DONE) { status = FS_WARMUP_DONE; it++; break; }
         }
     }
     *n_done = it;

@@ -23,14 +23,17 @@ class Result:
     n_done : ndarray of int, shape (chains,)
         Draws completed per chain (all ``draws.shape[1]`` after a full run).
     warmup_n_done : ndarray of int, shape (chains,) or None
-        The same for ``warmup_draws``.
+        The same for ``warmup_draws``.  Also short of ``n_warmup`` when a
+        chain's warm-up ended on convergence (``warmup_end="converged"``,
+        the default of NUTS and HMC: ``info["warmup_converged_at"]``).
     stats : dict of ndarray, each (chains, draws)
         Per-draw statistics (padded like ``draws``: NaN, or 0 for the
         integer ones): ``accepted``, ``accept_prob``, ``energy_error``,
         ``divergent``, ``n_steps``, ``potential`` (U at the draw), ``energy``,
         ``step_size``, ``judge_evaluated``, ``tree_depth`` (NUTS; 0 otherwise).
     warmup_draws : ndarray (chains, n_warmup, dim) or None
-        Warm-up / exploration draws when kept.
+        Warm-up / exploration draws when kept (NaN-padded past
+        ``warmup_n_done[k]``).
     warmup_stats : dict of ndarray or None
     method : str
     param_names : list of str
@@ -298,7 +301,8 @@ class Result:
             Potential whose parameters are the default ``q[0], q[1], ...``.
         include_warmup : bool
             Also store the warm-up draws (when the run kept them) in the
-            ``warmup_posterior`` / ``warmup_sample_stats`` groups.
+            ``warmup_posterior`` / ``warmup_sample_stats`` groups (NaN past a
+            chain's ``warmup_n_done`` when the warm-ups' lengths differ).
 
         Examples
         --------

@@ -47,20 +47,39 @@ def low_rank_estimate(X, G, ridge=1e-3, cutoff=2.0):
     return sigma[:, None] * inner * sigma[None, :]
 
 
-def reference_path(q0, g0, Q, G, divergent, n_warmup, low_rank):
+def blocks_agree(prev, block, factor=2.0):
+    """Every coordinate's sqrt(Var q / Var g) within `factor` between blocks."""
+    (Xp, Gp), (Xc, Gc) = (map(np.array, zip(*b)) for b in (prev, block))
+    vp, vc = Xp.var(0) / Gp.var(0), Xc.var(0) / Gc.var(0)
+    ok = (Xp.var(0) > 0) & (Gp.var(0) > 0) & (Xc.var(0) > 0) & (Gc.var(0) > 0)
+    return bool(np.all(ok) and np.all(np.abs(np.log(vc / vp)) <= 2 * np.log(factor)))
+
+
+def reference_path(q0, g0, Q, G, divergent, n_warmup, low_rank, stop_early=False):
+    """The metric after each state, and each state's code (1: the first
+    update, 2: two blocks of 80 states agree and set the final metric,
+    3: the warm-up is over, 50 iterations after that)."""
     d = len(q0)
     early_end = np.floor(0.3 * n_warmup)
     metric_end = n_warmup - np.floor(0.15 * n_warmup)
+    warmup_end, converged_at = n_warmup, None
     fg, bg = [(q0, g0)], [(q0, g0)]
+    block, prev = [], None
     ag = np.abs(g0)
     diag = np.clip(np.where(ag > 0, 1 / np.where(ag > 0, ag, 1), 1.0), 1e-20, 1e20)
     inv = np.diag(diag) if low_rank else diag
-    out, first, n_updates = [], -1, 0
+    out, codes, n_updates = [], [], 0
     for it, (q, g, dv) in enumerate(zip(Q, G, divergent)):
-        if it < metric_end:
-            if not dv and np.all(np.isfinite(q)) and np.all(np.isfinite(g)):
+        code = 0
+        if converged_at is not None:
+            code = 3 if it + 1 >= warmup_end else 0
+        elif it < metric_end:
+            fed = not dv and np.all(np.isfinite(q)) and np.all(np.isfinite(g))
+            if fed:
                 fg.append((q, g))
                 bg.append((q, g))
+                if stop_early:
+                    block.append((q, g))
             every = 10 if it < early_end else 80
             updated = False
             if len(bg) >= every and it + every <= metric_end:
@@ -76,10 +95,22 @@ def reference_path(q0, g0, Q, G, divergent, n_warmup, low_rank):
                 updated = True
             if updated:
                 n_updates += 1
-                if n_updates == 1:
-                    first = it
+                code = 1 if n_updates == 1 else 0
+            if fed and stop_early and len(block) >= 80:
+                if prev is not None and blocks_agree(prev, block) and it + 1 + 50 < warmup_end:
+                    X, Gr = map(np.array, zip(*(prev + block)))
+                    if low_rank:
+                        inv = low_rank_estimate(X, Gr)
+                    else:
+                        est, ok = diag_estimate(X, Gr)
+                        inv = np.where(ok, np.clip(est, 1e-20, 1e20), inv)
+                    converged_at, warmup_end, code = it + 1, it + 1 + 50, 2
+                    n_updates += 1
+                else:
+                    prev, block = block, []
         out.append(np.array(inv, copy=True))
-    return np.array(out), first
+        codes.append(code)
+    return np.array(out), np.array(codes)
 
 
 def states(n, d, seed):
@@ -95,9 +126,9 @@ def states(n, d, seed):
 @pytest.mark.parametrize("n_warmup", [60, 200, 400])
 def test_the_diagonal_estimate_follows_the_numpy_reference(n_warmup):
     q0, g0, Q, G, div = states(n_warmup + 5, 4, seed=n_warmup)
-    got, first = metric_adaptation_path(q0, g0, Q, G, div, n_warmup)
-    want, want_first = reference_path(q0, g0, Q, G, div, n_warmup, low_rank=False)
-    assert first == want_first
+    got, codes = metric_adaptation_path(q0, g0, Q, G, div, n_warmup)
+    want, want_codes = reference_path(q0, g0, Q, G, div, n_warmup, low_rank=False)
+    assert codes.tolist() == want_codes.tolist() and np.sum(codes == 1) == 1
     np.testing.assert_allclose(got, want, rtol=1e-9)
     # frozen for the last 15 %
     end = n_warmup - int(0.15 * n_warmup)
@@ -108,15 +139,91 @@ def test_the_diagonal_estimate_follows_the_numpy_reference(n_warmup):
 def test_the_low_rank_estimate_follows_the_numpy_reference(d):
     n_warmup = 300
     q0, g0, Q, G, div = states(n_warmup, d, seed=d)
-    got, first = metric_adaptation_path(q0, g0, Q, G, div, n_warmup, low_rank=True)
-    want, want_first = reference_path(q0, g0, Q, G, div, n_warmup, low_rank=True)
-    assert first == want_first
+    got, codes = metric_adaptation_path(q0, g0, Q, G, div, n_warmup, low_rank=True)
+    want, want_codes = reference_path(q0, g0, Q, G, div, n_warmup, low_rank=True)
+    assert codes.tolist() == want_codes.tolist()
     np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-9 * np.abs(want).max())
     # the metric changes only at the switches
     changes = np.flatnonzero(np.any(np.diff(got, axis=0) != 0, axis=(1, 2))) + 1
     assert len(changes) >= 5
     for M in got[changes]:
         assert np.all(np.linalg.eigvalsh(M) > 0)
+
+
+def drifting_states(n, d, seed, drift=200):
+    """States whose scale shrinks by a factor 20 over the first `drift`
+    (a chain on its way in), then stationary."""
+    q0, g0, Q, G, div = states(n, d, seed)
+    shrink = np.concatenate([np.geomspace(20.0, 1.0, drift), np.ones(n - drift)])[:, None]
+    return q0, g0, Q * shrink, G / shrink, div
+
+
+@pytest.mark.parametrize("low_rank,d", [(False, 4), (False, 30), (True, 3), (True, 12)])
+def test_the_end_of_the_warmup_follows_the_numpy_reference(low_rank, d):
+    """stop_early: blocks of 80 states compared; the first pair that agrees
+    sets the final metric from both, and the warm-up ends 50 states later."""
+    n_warmup = 1000
+    q0, g0, Q, G, div = drifting_states(700, d, seed=10 + d)
+    got, codes = metric_adaptation_path(q0, g0, Q, G, div, n_warmup, low_rank=low_rank,
+                                        stop_early=True)
+    want, want_codes = reference_path(q0, g0, Q, G, div, n_warmup, low_rank, stop_early=True)
+    assert codes.tolist() == want_codes.tolist()
+    scale = np.abs(want).max() if low_rank else 1.0
+    np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-9 * scale)
+    # the drift keeps the first blocks apart; stationary ones agree
+    at = int(np.flatnonzero(codes == 2)[0])
+    assert 240 <= at + 1 <= 480, at
+    assert np.flatnonzero(codes == 3).tolist()[0] == at + 50
+    assert np.all(got[at:] == got[at])                     # frozen from there
+    # without stop_early the same states run the fixed schedule
+    fixed, fixed_codes = metric_adaptation_path(q0, g0, Q, G, div, n_warmup,
+                                                low_rank=low_rank)
+    assert not np.any(fixed_codes >= 2)
+    np.testing.assert_array_equal(fixed[:at], got[:at])
+
+
+def test_the_warmup_does_not_end_early_when_its_ceiling_is_near():
+    """Agreement counts only while the 50 final iterations end before n_warmup."""
+    q0, g0, Q, G, div = states(400, 4, seed=3)
+    _, codes = metric_adaptation_path(q0, g0, Q, G, div, 200, stop_early=True)
+    assert not np.any(codes >= 2)
+    _, codes = metric_adaptation_path(q0, g0, Q, G, div, 400, stop_early=True)
+    assert np.any(codes == 2)
+
+
+def test_nuts_ends_its_warmup_on_convergence():
+    """The default warm-up ends per chain when two blocks agree; the draws
+    keep the target's moments; "fixed" keeps n_warmup rows, and the
+    option's misuse is refused."""
+    rng = np.random.default_rng(2)
+    d = 8
+    A = rng.normal(size=(d, d))
+    cov = A @ A.T / d + np.diag(np.geomspace(0.01, 100, d))
+    pot = fs.models.Gaussian(np.zeros(d), cov)
+    res = fs.NUTS(pot, surrogate=False).sample(2000, 1000, chains=4, seed=3, progress=False)
+    at = res.info["warmup_converged_at"]
+    assert all(a is not None for a in at), at
+    assert res.warmup_n_done.tolist() == [a + 50 for a in at]
+    assert max(res.warmup_n_done) < 600
+    assert np.all(np.isnan(res.warmup_draws[0, res.warmup_n_done[0]:]))
+    assert not res.interrupted and res.n_done.tolist() == [2000] * 4
+    assert np.max(diagnostics.rhat(res.draws)) <= 1.01
+    x = res.draws.reshape(-1, d)
+    ess = diagnostics.ess_bulk(res.draws)
+    sd = np.sqrt(np.diag(cov))
+    assert np.all(np.abs(x.mean(0)) <= 4 * sd / np.sqrt(ess)), (x.mean(0) / sd, ess)
+    ess_sq = diagnostics.ess_bulk(res.draws ** 2)
+    var_se = np.sqrt(2) * np.diag(cov) / np.sqrt(ess_sq)
+    assert np.all(np.abs(x.var(0) - np.diag(cov)) <= 4 * var_se)
+    fixed = fs.NUTS(pot, surrogate=False, warmup_end="fixed").sample(
+        100, 300, chains=1, seed=3, progress=False, warn=False)
+    assert fixed.warmup_n_done.tolist() == [300] and "warmup_converged_at" not in fixed.info
+    with pytest.raises(ValueError, match="warmup_end"):
+        fs.NUTS(pot, adaptation="stan", warmup_end="converged")
+    with pytest.raises(ValueError, match="warmup_end must be one of"):
+        fs.RNSHMC(pot, warmup_end="converged")
+    assert fs.NUTS(pot, adaptation="stan").warmup_end == "fixed"
+    assert fs.RNSHMC(pot).warmup_end == "fixed"
 
 
 def test_on_a_gaussian_the_estimates_find_the_covariance():

@@ -67,6 +67,8 @@ SAMPLERS = {
                     150, 100),
     "nuts-low-rank": (fs.NUTS, dict(max_tree_depth=5, surrogate=False, adaptation="fisher",
                                     metric="low-rank"), 150, 100),
+    # long enough for the warm-up to end on convergence (about 290 rows)
+    "nuts-converged": (fs.NUTS, dict(max_tree_depth=5, surrogate=False), 400, 100),
     "rns-hmc": (fs.RNSHMC, dict(n_hidden=30, n_steps=5, guard=0.5, guard_window=40), 150, 150),
     # the exploration's trajectory points, recorded and decimated (capacity
     # 20 per chain at d = 3; 75 x 5 points each)

@@ -105,12 +105,19 @@ cdef extern from "fs_adapt.h" nogil:
         double *stats
         double n_fg, n_bg, iteration, early_end, metric_end
         double early_switch, late_switch, n_updates
+        double stop_early, n_block, n_prev, warmup_end, converged_at
 
+    enum:
+        FS_METRIC_ADAPT_COUNTERS
+        FS_METRIC_ADAPT_FIRST
+        FS_METRIC_ADAPT_FINAL_SET
+        FS_METRIC_ADAPT_DONE
+        FS_WARMUP_DONE
     size_t FS_METRIC_ADAPT_STATS(int dim, int low_rank)
     size_t FS_LOW_RANK_INV_SIZE(int dim, int rmax)
     size_t FS_LOW_RANK_CHOL_SIZE(int dim, int rmax)
-    void fs_metric_adapt_init(fs_metric_adapt *a, long n_warmup, const double *q,
-                              const double *g)
+    void fs_metric_adapt_init(fs_metric_adapt *a, long n_warmup, int stop_early,
+                              const double *q, const double *g)
     int fs_metric_adapt_update(fs_metric_adapt *a, const double *q, const double *g,
                                int divergent)
 

@@ -25,6 +25,7 @@ cnp.import_array()
 STATUS_OK = FS_OK
 STATUS_INTERRUPTED = FS_EINTERRUPT
 STATUS_CALLBACK = FS_ECALLBACK      # a Python callback raised (the error is held)
+STATUS_WARMUP_DONE = FS_WARMUP_DONE  # the warm-up's adaptation converged and ended it
 
 TRACE_FIELDS = {
     "potential": np.float64,
@@ -153,12 +154,14 @@ def _unit_low_rank(d):
     return LowRankMetric(np.ones(d), [], np.zeros((d, 0)))
 
 
-def metric_adaptation_path(q0, g0, Q, G, divergent, long n_warmup, bint low_rank=False):
+def metric_adaptation_path(q0, g0, Q, G, divergent, long n_warmup, bint low_rank=False,
+                           bint stop_early=False):
     """Drives the C metric adaptation (csrc/fs_adapt.h) over given states,
     outside any chain: the start (q0, g0), then rows of Q and G (n, dim)
-    with their `divergent` flags (n,).  Returns (inv_metrics, first):
+    with their `divergent` flags (n,).  Returns (inv_metrics, codes):
     the inverse metric after each row ((n, dim) diagonal or (n, dim, dim)
-    with ``low_rank``) and the row whose update was the first (-1: none).
+    with ``low_rank``) and each row's result code (n,): 1 the first
+    update, 2 two blocks agreed (``stop_early``), 3 the warm-up is over.
     For tests against a NumPy reference."""
     cdef fs_metric_adapt a
     cdef int d, i, r
@@ -187,20 +190,19 @@ def metric_adaptation_path(q0, g0, Q, G, divergent, long n_warmup, bint low_rank
     a.inv_metric = <double *>cnp.PyArray_DATA(inv)
     a.metric_chol = <double *>cnp.PyArray_DATA(chol)
     a.stats = <double *>cnp.PyArray_DATA(stats)
-    fs_metric_adapt_init(&a, n_warmup, <const double *>cnp.PyArray_DATA(q0),
+    fs_metric_adapt_init(&a, n_warmup, stop_early, <const double *>cnp.PyArray_DATA(q0),
                          <const double *>cnp.PyArray_DATA(g0))
     out = np.empty((n,) + shape)
-    first = -1
+    codes = np.zeros(n, dtype=np.int64)
     for i in range(n):
         r = fs_metric_adapt_update(&a, <const double *>cnp.PyArray_DATA(Q) + i * d,
                                    <const double *>cnp.PyArray_DATA(G) + i * d,
                                    (<int *>cnp.PyArray_DATA(div))[i])
         if r < 0:
             raise_for_status(r, f"metric adaptation at row {i}")
-        if r == 1:
-            first = i
+        codes[i] = r
         out[i] = LowRankMetric.from_packed(inv, d).dense() if low_rank else inv
-    return out, first
+    return out, codes
 
 
 cdef class ChainHook:
@@ -623,7 +625,8 @@ cdef class Chain:
         fs_dual_avg_init(&self.da, self.cfg.step_size, target_accept)
         self.adapting = True
 
-    def start_metric_adaptation(self, long n_warmup, bint low_rank=False):
+    def start_metric_adaptation(self, long n_warmup, bint low_rank=False,
+                                bint stop_early=False):
         """Adapt the metric from the states and gradients of the next
         n_warmup iterations (csrc/fs_adapt.h: nutpie's schedule; diagonal,
         sqrt(Var q / Var grad U) after every iteration, or with ``low_rank``
@@ -632,7 +635,10 @@ cdef class Chain:
         point.  Needs an exact chain (drive is judge, no surrogate
         transitions).  Step-size adaptation (:meth:`start_adaptation`) runs
         beside it: the step size is searched again after the first metric
-        update."""
+        update.  With ``stop_early`` the warm-up ends when two consecutive
+        blocks of 80 states agree (fs_adapt.h): :meth:`run` then returns
+        STATUS_WARMUP_DONE after the last warm-up iteration, and
+        :attr:`warmup_converged_at` says when they agreed."""
         cdef int d = self.cfg.dim
         if self.cfg.surrogate_steps > 0 or not self.drive_is_judge:
             raise ValueError("metric adaptation from gradients needs an exact chain "
@@ -642,7 +648,8 @@ cdef class Chain:
         self.set_inv_metric(_unit_low_rank(d) if low_rank else np.ones(d))
         self._ma_stats = np.zeros(FS_METRIC_ADAPT_STATS(d, low_rank))
         self._point_metric_adaptation(low_rank)
-        fs_metric_adapt_init(&self.ma, n_warmup, <const double *>cnp.PyArray_DATA(self._q),
+        fs_metric_adapt_init(&self.ma, n_warmup, stop_early,
+                             <const double *>cnp.PyArray_DATA(self._q),
                              <const double *>cnp.PyArray_DATA(self._grad))
         self.metric_adapting = True
 
@@ -658,14 +665,26 @@ cdef class Chain:
         """Stop adapting the metric (it stays as it is)."""
         self.metric_adapting = False
 
+    @property
+    def warmup_converged_at(self):
+        """The warm-up iteration (counted from 1) at which the metric
+        adaptation's blocks agreed and its final window began; None when
+        they have not (or no metric adaptation ran)."""
+        if self.ma.converged_at < 0 or self.ma.dim != self.cfg.dim:
+            return None
+        return int(self.ma.converged_at)
+
     def _metric_adaptation_state(self):
         """The metric adaptation's state as one array (empty when off): the
-        low-rank flag and 8 counters, then the estimators' running sums."""
+        low-rank flag and FS_METRIC_ADAPT_COUNTERS counters, then the
+        estimators' running sums."""
         cdef fs_metric_adapt *a = &self.ma
         if not self.metric_adapting:
             return np.zeros(0)
         return np.concatenate([[a.low_rank, a.n_fg, a.n_bg, a.iteration, a.early_end,
-                                a.metric_end, a.early_switch, a.late_switch, a.n_updates],
+                                a.metric_end, a.early_switch, a.late_switch, a.n_updates,
+                                a.stop_early, a.n_block, a.n_prev, a.warmup_end,
+                                a.converged_at],
                                self._ma_stats])
 
     def _set_metric_adaptation_state(self, state):
@@ -675,15 +694,18 @@ cdef class Chain:
             self.metric_adapting = False
             return
         low_rank = state.ndim == 1 and state.size > 0 and state[0] == 1.0
-        if state.shape != (9 + FS_METRIC_ADAPT_STATS(d, low_rank),):
+        cdef int k = 1 + FS_METRIC_ADAPT_COUNTERS
+        if state.shape != (k + FS_METRIC_ADAPT_STATS(d, low_rank),):
             raise ValueError("the metric adaptation's state does not fit this chain")
         if self.cfg.metric != (FS_METRIC_LOW_RANK if low_rank else FS_METRIC_DIAG):
             # the metric itself is restored apart
             self.set_inv_metric(_unit_low_rank(d) if low_rank else np.ones(d))
-        self._ma_stats = np.ascontiguousarray(state[9:])
+        self._ma_stats = np.ascontiguousarray(state[k:])
         self._point_metric_adaptation(low_rank)
         (self.ma.n_fg, self.ma.n_bg, self.ma.iteration, self.ma.early_end, self.ma.metric_end,
-         self.ma.early_switch, self.ma.late_switch, self.ma.n_updates) = state[1:9]
+         self.ma.early_switch, self.ma.late_switch, self.ma.n_updates, self.ma.stop_early,
+         self.ma.n_block, self.ma.n_prev, self.ma.warmup_end,
+         self.ma.converged_at) = state[1:k]
         self.metric_adapting = True
 
     def finish_adaptation(self):
@@ -702,7 +724,8 @@ cdef class Chain:
         before its next iteration.  `hook` (a :class:`ChainHook`) runs in C
         after each iteration.  Returns ``(n_done, status)``: status 0, or
         STATUS_INTERRUPTED, or the hook's positive pause code (the paused
-        iteration is counted in n_done); a potential's or the hook's error is
+        iteration is counted in n_done), or STATUS_WARMUP_DONE when the
+        metric adaptation ended the warm-up (:meth:`start_metric_adaptation`); a potential's or the hook's error is
         raised here (the rows before it are filled, and their number is
         :attr:`n_done_last`).
         """
@@ -772,6 +795,8 @@ cdef class Chain:
         self.n_done_last = n_done
         if self.adapting:
             self.cfg.step_size = eps_out
+        if status == FS_WARMUP_DONE and mp != NULL:
+            return n_done, status
         if hp != NULL and status != FS_OK and status == hp.status:
             if status > 0:
                 return n_done, status

@@ -81,7 +81,9 @@ class ChainContext:
     ``warm`` and ``main`` are trace dicts (:func:`new_trace`) for the
     warm-up and the kept draws; ``done[key]`` counts the rows of trace
     ``key`` ("warmup" or "sample") filled so far; ``chain`` is the Chain
-    whose step size and metric the result reports.
+    whose step size and metric the result reports; ``warmup_converged_at``
+    the warm-up iteration at which its metric adaptation converged
+    (``warmup_end="converged"``), else None.
     """
 
     def __init__(self, run, index, generator):
@@ -95,6 +97,7 @@ class ChainContext:
         self.done = {}
         self.chunk = 10
         self.target_seconds = 0.2
+        self.warmup_converged_at = None
 
     @property
     def stop(self):

@@ -63,6 +63,19 @@ class HMC(Sampler):
         eigenvalues are outside [1/2, 2] (nutpie's low-rank modified mass
         matrix; csrc/fs_adapt.h), kept factored (``fs.LowRankMetric``).
         A dense metric adapts in Stan's windows either way.
+    warmup_end : {"converged", "fixed"}, optional
+        When the warm-up ends.  "converged" (the default with
+        ``adaptation="fisher"``): once the chain is stationary, checked on
+        consecutive blocks of 80 warm-up states: when no coordinate's
+        estimate sqrt(Var q_j / Var dU/dq_j) differs between two blocks by
+        more than a factor 2, the metric is set from both blocks, frozen,
+        and 50 more iterations adapt the step size alone; ``n_warmup`` is
+        the ceiling (each chain decides for itself; ``result.warmup_n_done``
+        and ``result.info["warmup_converged_at"]`` say where).  The metric
+        rests on the last 160 states whatever the warm-up's length, so
+        once two blocks agree a longer warm-up would only draw the same
+        estimate again.  "fixed": exactly ``n_warmup`` iterations (the only
+        choice with ``adaptation="stan"``).
     target_accept : float
         Dual-averaging target acceptance probability.
     max_energy_error : float
@@ -78,10 +91,12 @@ class HMC(Sampler):
     """
 
     method = "hmc"
+    # the surrogate samplers train on their exact warm-up's rows: "fixed"
+    _warmup_ends = ("converged", "fixed")
 
     def __init__(self, potential, *, step_size=None, n_steps=10, random_n_steps=True,
                  metric=None, adapt=True, target_accept=0.8, max_energy_error=1000.0,
-                 adaptation="fisher"):
+                 adaptation="fisher", warmup_end=None):
         super().__init__(potential)
         self.step_size = check_positive("step_size", step_size, allow_none=True)
         self.n_steps = check_int("n_steps", n_steps, 1)
@@ -99,6 +114,20 @@ class HMC(Sampler):
                 and self.adaptation != "fisher":
             raise ValueError('metric="low-rank" is adapted from draws and gradients: '
                              'pass adaptation="fisher"')
+        self.warmup_end = self._check_warmup_end(warmup_end)
+
+    def _check_warmup_end(self, warmup_end):
+        ends = self._warmup_ends
+        fisher = (self.adaptation == "fisher" and isinstance(self.metric, str)
+                  and self.metric in ("diag", "low-rank"))
+        if warmup_end is None:
+            return ends[0] if fisher else "fixed"
+        warmup_end = check_choice("warmup_end", warmup_end, ends)
+        if warmup_end == "converged" and not fisher:
+            raise ValueError('warmup_end="converged" watches the metric adapted from draws '
+                             'and gradients: it needs adaptation="fisher" with metric '
+                             '"diag" or "low-rank"')
+        return warmup_end
 
     # -- pieces reused by the surrogate samplers -------------------------------
     def _initial_inv_metric(self):
@@ -120,12 +149,10 @@ class HMC(Sampler):
         reached (default ``ctx.run_span``)."""
         span = ctx.run_span if span is None else span
         if not self.adapt or n_warmup == 0:
-            span(chain, trace, offset, offset + n_warmup, key)
-            return
+            return span(chain, trace, offset, offset + n_warmup, key)
         if (self.adaptation == "fisher" and isinstance(self.metric, str)
                 and self.metric in ("diag", "low-rank")):
-            self._warmup_fisher(chain, trace, n_warmup, key, offset, span)
-            return
+            return self._warmup_fisher(chain, trace, n_warmup, key, offset, span)
         if self.step_size is None:
             chain.find_step_size()
         chain.start_adaptation(self.target_accept)
@@ -140,19 +167,23 @@ class HMC(Sampler):
             chain.find_step_size()
             chain.start_adaptation(self.target_accept)
             start = offset + end
-        span(chain, trace, i, offset + n_warmup, key)
+        i = span(chain, trace, i, offset + n_warmup, key)
         chain.finish_adaptation()
+        return i
 
     def _warmup_fisher(self, chain, trace, n_warmup, key, offset, span):
         """The warm-up with the metric from draws and gradients, adapted in
         C after every iteration (fs_adapt.h); the step size is searched at
-        the start and again after the first metric update."""
-        chain.start_metric_adaptation(n_warmup, low_rank=self.metric == "low-rank")
+        the start and again after the first metric update (and after the
+        last, when the warm-up ends on convergence).  Returns the row reached."""
+        chain.start_metric_adaptation(n_warmup, low_rank=self.metric == "low-rank",
+                                      stop_early=self.warmup_end == "converged")
         chain.find_step_size()
         chain.start_adaptation(self.target_accept)
-        span(chain, trace, offset, offset + n_warmup, key)
+        i = span(chain, trace, offset, offset + n_warmup, key)
         chain.finish_metric_adaptation()
         chain.finish_adaptation()
+        return i
 
     # -- the algorithm -----------------------------------------------------------
     def phases(self, run):
@@ -160,9 +191,17 @@ class HMC(Sampler):
         run.start()
         run.each_chain(self.warmup_and_sample, run.n_warmup + run.n_draws, self.method)
 
+    def finish(self, run):
+        if self.warmup_end == "converged":
+            run.info["warmup_converged_at"] = [c.warmup_converged_at for c in run.ctxs]
+
     def warmup_and_sample(self, ctx):
         ctx.chain = self.make_chain(ctx.q0, ctx.generator)
+        n_warmup = ctx.run.n_warmup
         with ctx.phase("warmup"):
-            self.warmup(ctx.chain, ctx.warm, ctx, ctx.run.n_warmup)
+            rows = self.warmup(ctx.chain, ctx.warm, ctx, n_warmup)
+        if self.warmup_end == "converged":
+            ctx.report(n_warmup - rows)          # the progress bar counted n_warmup
+            ctx.warmup_converged_at = ctx.chain.warmup_converged_at
         with ctx.phase("sample"):
             ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")

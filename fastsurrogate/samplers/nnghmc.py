@@ -171,6 +171,7 @@ class NNGHMC(HMC):
     """
 
     method = "nnghmc"
+    _warmup_ends = ("fixed",)    # training reads the whole exact warm-up
     # its chains hold the recording potential and trainer state: they stay in this process
     remote_chains = False
 

@@ -23,10 +23,12 @@ class NUTS(HMC):
 
     Parameters
     ----------
-    potential, step_size, metric, adapt, adaptation
+    potential, step_size, metric, adapt, adaptation, warmup_end
         As for :class:`HMC`: by default a low-rank-plus-diagonal metric
         adapted from the warm-up's draws and gradients in C (nutpie's
-        schedule) beside dual averaging of the step size;
+        schedule) beside dual averaging of the step size, the warm-up
+        ending when the chain's metric estimate has settled (at most
+        ``n_warmup`` iterations);
         ``adaptation="stan"`` for Stan's warm-up (step-size heuristic, dual
         averaging, metric windows).  A surrogate run adapts its own metric
         (the Laplace covariance, then windows on V's trees).
@@ -65,10 +67,11 @@ class NUTS(HMC):
 
     def __init__(self, potential, *, step_size=None, metric=None, adapt=True,
                  target_accept=0.8, max_tree_depth=10, max_energy_error=1000.0,
-                 surrogate="auto", policy=None, adaptation="fisher"):
+                 surrogate="auto", policy=None, adaptation="fisher", warmup_end=None):
         super().__init__(potential, step_size=step_size, n_steps=1, random_n_steps=False,
                          metric=metric, adapt=adapt, target_accept=target_accept,
-                         max_energy_error=max_energy_error, adaptation=adaptation)
+                         max_energy_error=max_energy_error, adaptation=adaptation,
+                         warmup_end=warmup_end)
         self.max_tree_depth = check_tree_depth(max_tree_depth)
         self.surrogate, self.policy = check_surrogate(surrogate, policy)
         if self.surrogate is True and not (adapt and isinstance(self.metric, str)):
@@ -122,6 +125,8 @@ class NUTS(HMC):
         engine = getattr(run, "surrogate_engine", None)
         if engine is not None:
             engine.finish(run)
+        else:
+            super().finish(run)
 
     def make_chain(self, q0, generator, drive=None, judge=None, **kw):
         return super().make_chain(q0, generator, drive, judge, algorithm="nuts",

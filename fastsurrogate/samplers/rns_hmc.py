@@ -222,6 +222,7 @@ class RNSHMC(HMC):
     """
 
     method = "rns-hmc"
+    _warmup_ends = ("fixed",)    # training reads the whole exact warm-up
 
     def __init__(self, potential, *, n_hidden="auto", activation="softplus", ridge="auto",
                  standardize=True, input_scale="auto", training="auto", train_from=0.2,

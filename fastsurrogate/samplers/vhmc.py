@@ -203,6 +203,7 @@ class VHMC(HMC):
     """
 
     method = "vhmc"
+    _warmup_ends = ("fixed",)    # training reads the whole exact warm-up
 
     def __init__(self, potential, *, n_hidden=None, activation="softplus", input_scale=0.5,
                  whiten=True, ridge=1e-6, n_s=None, mu=None, n_train=None, tol=0.01, window=100,
