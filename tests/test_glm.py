@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
+import fastsurrogate as fs
+
 from fastsurrogate.models._glm import (LinearRegression, LogisticRegression, PoissonRegression,
                                 ProbitRegression, _inv_mills, _log_ndtr, _read_floor)
 
@@ -342,6 +344,25 @@ def test_properties_and_repr():
     np.testing.assert_array_equal(model.prior_sd, [1.0, 2.0, 3.0])
     np.testing.assert_array_equal(model.prior_mean, [1.0, 1.0, 1.0])
     assert "n_obs=50" in repr(model)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_dataframe_column_names_become_parameter_names(family):
+    pd = pytest.importorskip("pandas")
+    X, y, _ = make_data(family, 60, 3, seed=4)
+    frame = pd.DataFrame(X, columns=["intercept", "age", 2])
+    model = make_model(family, frame, pd.Series(y))
+    assert model.param_names == ["intercept", "age", "2"]
+    assert pickle.loads(pickle.dumps(model)).param_names == ["intercept", "age", "2"]
+    np.testing.assert_array_equal(model.X, X)
+    # the names reach the result (summary, dict of draws)
+    res = fs.HMC(model, n_steps=3).sample(20, 20, chains=1, seed=1, progress=False,
+                                          warn=False)
+    assert list(res.summary().names) == ["intercept", "age", "2"]
+    # duplicate names, or an array: beta[j]
+    dup = make_model(family, pd.DataFrame(X, columns=["a", "a", "b"]), y)
+    assert dup.param_names == ["beta[0]", "beta[1]", "beta[2]"]
+    assert make_model(family, X, y).param_names[0] == "beta[0]"
 
 
 @pytest.mark.parametrize("family", FAMILIES)

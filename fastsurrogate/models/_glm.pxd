@@ -54,6 +54,8 @@ cdef class GeneralizedLinearModel(Potential):
     cdef object _prior_mean
     # a DistributedGLM (models/_glm_dask.py) when X, y are Dask arrays; None otherwise
     cdef object _distributed
+    # X's column names (a pandas DataFrame's, when unique) or None
+    cdef object _names
 
     cdef _setup(self, int family, X, y, prior_sd, prior_mean, double sigma,
                 n_threads, str labels)

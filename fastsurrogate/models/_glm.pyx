@@ -91,6 +91,21 @@ cdef tuple _validate(X, y, prior_sd, prior_mean, str labels):
     return Xa, ya, sd, mean
 
 
+cdef object _column_names(X, Py_ssize_t d):
+    """A DataFrame's column names as strings when there are d of them and
+    they are unique; None otherwise (then ``beta[j]``)."""
+    cols = getattr(X, "columns", None)
+    if cols is None:
+        return None
+    try:
+        names = [str(c) for c in cols]
+    except TypeError:
+        return None
+    if len(names) != d or len(set(names)) != d:
+        return None
+    return names
+
+
 cdef bint _is_dask_array(x):
     """A Dask collection (array, or a DataFrame / Series, which
     DistributedGLM refuses with what to pass instead), recognised without
@@ -155,6 +170,7 @@ cdef class GeneralizedLinearModel(Potential):
         if status != FS_OK:
             raise_for_status(status, f"{type(self).__name__}: fs_glm_init")
         self._ready = True
+        self._names = _column_names(X, Xc.shape[1])
         self._X = Xc
         self._y = yc
         self._prior_sd = sd
@@ -282,8 +298,14 @@ cdef class GeneralizedLinearModel(Potential):
 
     @property
     def param_names(self):
-        """``beta[0]``, ..., ``beta[dim-1]``."""
+        """The column names of ``X`` when it was a pandas DataFrame (with
+        unique names), else ``beta[0]``, ..., ``beta[dim-1]``."""
+        if self._names is not None:
+            return list(self._names)
         return [f"beta[{j}]" for j in range(self.pot.dim)]
+
+    def __setstate__(self, state):
+        self._names = state.get("names")
 
     # -- Fisher information ---------------------------------------------------
     def fisher_information(self, beta):
@@ -338,7 +360,9 @@ cdef class LogisticRegression(GeneralizedLinearModel):
     X : array_like (n_obs, dim)
         Design matrix (include a column of ones for an intercept).  Converted
         once to C-contiguous float64; not copied when it already is, in which
-        case the model reads that array (do not modify it afterwards).
+        case the model reads that array (do not modify it afterwards).  A
+        pandas DataFrame's column names become the parameter names
+        (``param_names``, the result's summary and ArviZ variables).
     y : array_like (n_obs,)
         Labels, 0 or 1.
     prior_sd : float or array_like (dim,), default 10.0
@@ -371,7 +395,7 @@ cdef class LogisticRegression(GeneralizedLinearModel):
 
     def __reduce__(self):
         return (type(self), (self._X, self._y, self._prior_sd, self._prior_mean,
-                             self.n_threads))
+                             self.n_threads), {"names": self._names})
 
 
 cdef class ProbitRegression(GeneralizedLinearModel):
@@ -401,7 +425,7 @@ cdef class ProbitRegression(GeneralizedLinearModel):
 
     def __reduce__(self):
         return (type(self), (self._X, self._y, self._prior_sd, self._prior_mean,
-                             self.n_threads))
+                             self.n_threads), {"names": self._names})
 
 
 cdef class PoissonRegression(GeneralizedLinearModel):
@@ -431,7 +455,7 @@ cdef class PoissonRegression(GeneralizedLinearModel):
 
     def __reduce__(self):
         return (type(self), (self._X, self._y, self._prior_sd, self._prior_mean,
-                             self.n_threads))
+                             self.n_threads), {"names": self._names})
 
 
 cdef class LinearRegression(GeneralizedLinearModel):
@@ -475,7 +499,7 @@ cdef class LinearRegression(GeneralizedLinearModel):
 
     def __reduce__(self):
         return (type(self), (self._X, self._y, self.sigma, self._prior_sd,
-                             self._prior_mean, self.n_threads))
+                             self._prior_mean, self.n_threads), {"names": self._names})
 
 
 # ---- benchmark and test hooks ----------------------------------------------
