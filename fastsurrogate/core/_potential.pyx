@@ -83,8 +83,10 @@ cdef class Potential:
 
     Methods take ``q`` as a 1-D float array of shape ``(dim,)``.
 
-    Interoperability
-    ----------------
+    Notes
+    -----
+    Interoperability:
+
     * bayes-kit / BridgeStan protocol: :meth:`dims`, :meth:`log_density`,
       :meth:`log_density_gradient` (log density = -U).
     * :attr:`capsule`: a ``PyCapsule`` named ``"fastsurrogate.potential_v1"``

@@ -183,7 +183,7 @@ def relative_errors(draws, reference):
     -------
     dict
         ``rem``, ``rec``, and the reference's own Monte Carlo floor
-        ``rem_floor`` (sqrt(2/pi) sum_i MCSE_i / sum_i |mean_i|: the REM that
+        ``rem_floor`` (``sqrt(2/pi) sum_i MCSE_i / sum_i |mean_i|``: the REM that
         the reference's own error alone would give; smaller differences
         cannot be resolved).
     """

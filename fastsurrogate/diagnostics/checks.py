@@ -35,7 +35,7 @@ class GradientCheck:
     points : ndarray (n_points, dim)
         Where the gradient was checked.
     relative_error : ndarray (n_points, n_directions)
-        |g.v - fd| / max(|g.v|, |fd|, abs_floor) for each direction v.
+        ``|g.v - fd| / max(|g.v|, |fd|, abs_floor)`` for each direction v.
     sign_flipped : bool
         The directional derivatives agree in size with the finite
         differences but have the opposite sign (the gradient of log p
@@ -132,7 +132,7 @@ def check_gradient(potential, q=None, *, n_points=3, n_directions=4, tol=1e-4, s
     n_directions : int
         Random unit directions v per point; each costs two values of U.
         The directional derivative g.v is compared with
-        (U(q + h v) - U(q - h v)) / (2 h), h = 1e-5 (1 + |q|).
+        (U(q + h v) - U(q - h v)) / (2 h), ``h = 1e-5 (1 + |q|)``.
     tol : float
         Relative error that counts as a mismatch.
     seed : int

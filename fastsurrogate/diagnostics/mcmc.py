@@ -796,9 +796,11 @@ def relative_error_cov(draws, truth_cov):
 def amari_distance(A, B):
     """Amari distance between two unmixing matrices, in [0, 1].
 
-    With ``P = A B^{-1}`` (m x m),
-    ``d = [sum_i (sum_j |P_ij| / max_j |P_ij| - 1)
-           + sum_j (sum_i |P_ij| / max_i |P_ij| - 1)] / (2 m (m - 1))``.
+    With ``P = A B^{-1}`` (m x m)::
+
+        d = [sum_i (sum_j |P_ij| / max_j |P_ij| - 1)
+             + sum_j (sum_i |P_ij| / max_i |P_ij| - 1)] / (2 m (m - 1))
+
     It is 0 exactly when ``A`` equals ``B`` up to permutation and scaling of
     its rows (the ICA ambiguities) and 1 when every entry of ``P`` has the
     same magnitude.  For m = 1 it is 0.

@@ -247,6 +247,8 @@ def to_jax(potential, *, vmap_method="sequential", backend="auto"):
         ``logdensity(x) -> -U(x)`` for ``x`` float64 of shape ``(dim,)``;
         ``logdensity.potential_fn(x) -> U(x)``.
 
+    Notes
+    -----
     JAX must run in float64: call ``jax.config.update("jax_enable_x64",
     True)`` first (a RuntimeError says so otherwise).  The potential runs on
     the host (CPU); compiled kernels run without the GIL.  Under

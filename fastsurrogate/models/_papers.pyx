@@ -259,7 +259,7 @@ cdef class LaplaceLogisticRegression(Potential):
 
     The likelihood is the fused C kernel of
     :class:`fastsurrogate.models.LogisticRegression` (with a flat prior); the
-    prior term is added in C.  |x| is not differentiable at 0: the gradient
+    prior term is added in C.  ``|x|`` is not differentiable at 0: the gradient
     uses sign(beta_j - loc_j) / scale_j with sign(0) = 0 (a subgradient), so
     HMC's leapfrog is exact almost everywhere and the Metropolis test keeps
     the chain exact.

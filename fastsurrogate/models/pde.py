@@ -96,7 +96,7 @@ class EllipticPDE(PDEKernel):
     ``[0, 1]^2`` (bilinear interpolation of the finite-element solution)
     plus N(0, noise_sd^2) noise; when ``y`` is not given they are simulated
     from ``theta_true`` (default a draw from the prior with ``seed``) on the
-    same mesh.  Prior ``theta_k ~ N(0, prior_sd^2)``.
+    same mesh.  Prior ``theta_k ~ N(0, prior_sd^2)``::
 
         U(theta) = |y - O u(theta)|^2 / (2 noise_sd^2) + |theta|^2 / (2 prior_sd^2)
 

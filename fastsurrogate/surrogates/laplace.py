@@ -90,7 +90,7 @@ def finite_difference_hessian(grad, q, step=None):
     """Symmetrised central-difference Hessian of a gradient function at q.
 
     H[:, j] = (grad(q + h_j e_j) - grad(q - h_j e_j)) / (2 h_j), then
-    (H + H^T) / 2.  Default h_j = eps^(1/3) max(1, |q_j|) (eps the double
+    (H + H^T) / 2.  Default ``h_j = eps^(1/3) max(1, |q_j|)`` (eps the double
     machine epsilon), balancing truncation and rounding error.  Costs 2 dim
     gradient evaluations.
     """
