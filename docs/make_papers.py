@@ -1,0 +1,148 @@
+"""Regenerate docs/papers/: the reports of ``fastsurrogate reproduce --quick``.
+
+Run once, by hand, when the reproduce code changes (the documentation build
+does not run it: the whole quick set takes about ten minutes on 2 cores)::
+
+    PYTHONPATH=. python docs/make_papers.py              # every table
+    PYTHONPATH=. python docs/make_papers.py rns-fig3     # some of them
+    PYTHONPATH=. python docs/make_papers.py --index      # only rewrite docs/papers.md
+
+Each table runs in its own process (``python -m fastsurrogate reproduce
+--quick --out docs/papers TABLE``), one after the other, so that one table's
+failure or memory does not touch the next; the reports ``docs/papers/<table>.md``
+and their PNG figures are committed.  ``docs/papers.md`` is written from the
+reports present (their header lines: command, machine, duration) and holds
+them in its toctree; the run summary ``reproduce`` writes per call
+(``README.md``, one table long here) is removed.  The
+PNGs are written by the reproduce code itself (``reproduce/_plots.py``, from the
+numbers in each report's Markdown tables); this script only re-saves them as
+8-bit palette PNGs when Pillow is installed, to keep the committed figures small.
+"""
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "papers")
+PAGE = os.path.join(HERE, "papers.md")
+
+INTRO = """\
+# The papers' tables
+
+fastsurrogate implements the samplers of three papers: RNS-HMC and ARNS-HMC
+(Zhang, Shahbaba & Zhao 2017), VHMC (Zhang, Shahbaba & Zhao 2018) and NNgHMC
+(Li, Holbrook, Shahbaba & Baldi 2019).  Every table and figure of theirs that
+our data allow comes from one command installed with the package:
+
+```
+fastsurrogate reproduce --list                  # the tables, and the data each needs
+fastsurrogate reproduce --quick --out reports   # all of them, reduced lengths
+fastsurrogate reproduce rns-table1 vhmc-fig5    # some, at the papers' settings
+```
+
+The pages below are the `--quick` reports of one run of each table
+(`docs/make_papers.py`, one table per process), with the PNG figures that
+`reproduce` draws back from the numbers of each report's own tables.  Every
+table has a "paper" column: the paper's own figure for that row where it is
+quoted in this project's texts, and "n/a" where the paper's value is not known
+here (no figure is guessed).  `--quick` tables are smoke runs: with 600
+exploration iterations some surrogates are under-trained, so the full runs
+(`fastsurrogate reproduce TABLE`, without `--quick`) are the ones to compare
+with the papers.  Tables whose data are absent are skipped with a note; the
+papers' Cover Type (VHMC) and MEG (VHMC Figure 5; simulated sources are used
+instead) data are not available.
+
+"""
+
+
+def tables():
+    from fastsurrogate.reproduce import TABLES
+    return list(TABLES)
+
+
+def shrink_png(path):
+    """Re-save ``path`` with an adaptive 256-colour palette (lossless-looking for line plots)."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return
+    with Image.open(path) as im:
+        small = im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    small.save(path, optimize=True)
+
+
+def _header(text, key):
+    m = re.search(rf"^- {re.escape(key)}(.*)$", text, re.M)
+    return m.group(1).strip() if m else ""
+
+
+def write_index():
+    """docs/papers.md: the intro, one row per report present, and their toctree."""
+    readme = os.path.join(OUT, "README.md")
+    if os.path.exists(readme):
+        os.remove(readme)
+    from fastsurrogate.reproduce import TABLES
+    names = [n for n in tables() if os.path.exists(os.path.join(OUT, n + ".md"))]
+    absent = [n for n in tables() if n not in names]
+    rows = ["| table | paper, table or figure | run | figures |", "|---|---|---|---|"]
+    entries = []
+    total = 0.0
+    machines = set()
+    for n in names:
+        with open(os.path.join(OUT, n + ".md")) as f:
+            text = f.read()
+        title = text.splitlines()[0].lstrip("# ").strip()
+        paper = title.split(":")[0]
+        if "SKIPPED" in text:
+            run = "skipped: " + _header(text, "SKIPPED:").split(" not found")[0]
+        else:
+            run = _header(text, "--quick run:") or "?"
+            secs = re.match(r"(\d+) s", run)
+            total += float(secs.group(1)) if secs else 0.0
+        machines.add(_header(text, "machine:"))
+        pngs = sorted(f for f in os.listdir(OUT) if f.startswith(n + "-") and f.endswith(".png"))
+        rows.append(f"| [{n}](papers/{n}.md) | {paper} | {run} | {len(pngs)} |")
+        short = re.sub(r" \([^()]*\d{4}\)", "", paper)     # without the authors
+        entries.append(f"{n}: {short} <papers/{n}>")
+    for n in absent:
+        rows.append(f"| {n} | {TABLES[n].paper} | no report in this snapshot "
+                    f"(`python docs/make_papers.py {n}`) | - |")
+    machine = "; ".join(sorted(m for m in machines if m))
+    body = (INTRO + f"Machine: {machine}.  {len(names)} tables, {total:.0f} s of runs in all "
+            "(the tables' own timers).\n\n" + "\n".join(rows) + "\n\n"
+            "```{toctree}\n:maxdepth: 1\n:hidden:\n\n"
+            + "\n".join(entries) + "\n```\n")
+    with open(PAGE, "w") as f:
+        f.write(body)
+    print(f"[make_papers] wrote {PAGE}: {len(names)} tables")
+
+
+def main(argv):
+    if argv == ["--index"]:
+        write_index()
+        return 0
+    names = argv or tables()
+    os.makedirs(OUT, exist_ok=True)
+    timings = []
+    for name in names:
+        t0 = time.perf_counter()
+        cmd = [sys.executable, "-m", "fastsurrogate", "reproduce", "--quick", "--out", OUT, name]
+        print("$", " ".join(cmd), flush=True)
+        rc = subprocess.call(cmd)
+        secs = time.perf_counter() - t0
+        timings.append((name, rc, secs))
+        print(f"[make_papers] {name}: exit {rc}, {secs:.0f} s", flush=True)
+    for f in sorted(os.listdir(OUT)):
+        if f.endswith(".png"):
+            shrink_png(os.path.join(OUT, f))
+    total = sum(s for _, _, s in timings)
+    write_index()
+    print(f"[make_papers] {len(timings)} tables in {total:.0f} s; "
+          f"failed: {[n for n, rc, _ in timings if rc] or 'none'}")
+    return 1 if any(rc for _, rc, _ in timings) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
