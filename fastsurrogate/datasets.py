@@ -228,7 +228,10 @@ def random_projection(X, k, seed=0, standardize=True, intercept=True, standardiz
         the near-collinearity of the projected columns with the intercept:
         on a9a the posterior's condition number falls from ~1700 to ~110.
 
-    Returns an (n, k + intercept) array.
+    Returns
+    -------
+    ndarray
+        An (n, k + intercept) array.
     """
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2:

@@ -298,6 +298,8 @@ cdef class Potential:
         names : sequence of str, optional
             Parameter names.
 
+        Notes
+        -----
         An exception raised by ``f`` during sampling stops the sampler and
         reaches the caller unchanged; a NaN or inf returned by ``f`` counts as
         a divergence and the proposal is rejected.
@@ -737,6 +739,8 @@ cdef class WeightedSum(Potential):
         :attr:`weights` (between sampler runs, not during one); a term whose
         weight is exactly zero is not evaluated.
 
+    Notes
+    -----
     Used for the regularised VHMC surrogate ``mu z + (1 - mu) Laplace`` and
     for a prior swap under a trained gradient network (``net + new prior -
     old prior``).  Thread-safe when every term is.

@@ -151,6 +151,8 @@ class NNGHMC(HMC):
         metric defaults to "diag" (adapted from draws and gradients), as
         for RNS-HMC.
 
+    Notes
+    -----
     NNgHMC has no surrogate transitions (``transitions=``): its network
     predicts grad U only and has no value V, so the exact correction
     min(1, exp(-U(q') + U(q) + V(q') - V(q))) cannot be formed (a V

@@ -153,6 +153,8 @@ cdef class GradientNetwork(Potential):
     out_shift, out_scale : array_like, shape (dim,), optional
         Output scaling g = out_scale * raw + out_shift (out_scale > 0).
 
+    Notes
+    -----
     The weights act in standardised coordinates; the two affine maps make
     ``grad(q)`` the prediction of grad U at q in the original coordinates.
     The network has as many outputs as inputs (it predicts a gradient).
@@ -263,6 +265,8 @@ cdef class GradientNetwork(Potential):
         seed : None, int or numpy.random.Generator
         shift, scale, out_shift, out_scale : array_like, shape (dim,), optional
 
+        Notes
+        -----
         W1 rows of a block with h_b units ~ U(-a, a), a = sqrt(6 / (dim + h_b));
         W2_b ~ U(-a, a), a = sqrt(6 / (h_b + m_b)); drawn block by block in
         that order.

@@ -59,6 +59,8 @@ cdef class RandomNetwork(Potential):
         Standardisation x = (q - shift) / scale (computed as
         (q - shift) * (1 / scale)); scale must be positive.
 
+    Notes
+    -----
     The network evaluates U(q) = z(q) and its derivatives in C; every method
     releases the GIL, and concurrent evaluations from several threads are
     safe (``thread_safe`` is True).  Assigning :attr:`output_weights` or
