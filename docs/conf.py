@@ -48,6 +48,10 @@ numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
 numpydoc_validation_checks = set()   # numpydoc's style lint is not a build error
 
+# command lines ("--quick", "--out") and code-like text stay as typed: no
+# en dashes or curly quotes
+smartquotes = False
+
 # -- MyST / MyST-NB --------------------------------------------------------------
 myst_enable_extensions = ["colon_fence", "dollarmath"]
 myst_heading_anchors = 3
