@@ -125,6 +125,7 @@ def main(argv):
         return 0
     names = argv or tables()
     os.makedirs(OUT, exist_ok=True)
+    started = time.time()
     timings = []
     for name in names:
         t0 = time.perf_counter()
@@ -134,9 +135,10 @@ def main(argv):
         secs = time.perf_counter() - t0
         timings.append((name, rc, secs))
         print(f"[make_papers] {name}: exit {rc}, {secs:.0f} s", flush=True)
-    for f in sorted(os.listdir(OUT)):
-        if f.endswith(".png"):
-            shrink_png(os.path.join(OUT, f))
+    for f in sorted(os.listdir(OUT)):     # this run's figures only
+        path = os.path.join(OUT, f)
+        if f.endswith(".png") and os.path.getmtime(path) >= started:
+            shrink_png(path)
     total = sum(s for _, _, s in timings)
     write_index()
     print(f"[make_papers] {len(timings)} tables in {total:.0f} s; "
