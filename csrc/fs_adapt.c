@@ -338,10 +338,11 @@ static void merge_blocks(fs_metric_adapt *a, double *out)
 static int end_of_block(fs_metric_adapt *a)
 {
     const int d = a->dim;
+    /* the fixed schedule's last phase (the metric frozen), kept */
+    const double last = a->warmup_end - a->metric_end;
     double *fg = a->stats;
     int j;
-    if (a->n_prev > 0.0 && blocks_agree(a)
-            && a->iteration + FS_METRIC_ADAPT_FINAL < a->warmup_end) {
+    if (a->n_prev > 0.0 && a->iteration < a->metric_end && blocks_agree(a)) {
         merge_blocks(a, fg);           /* the foreground is not used any more */
         if (a->low_rank) {
             int status = low_rank_update(a, fg, block_states(a),
@@ -355,7 +356,7 @@ static int end_of_block(fs_metric_adapt *a)
         }
         a->converged_at = a->iteration;
         a->metric_end = a->iteration;
-        a->warmup_end = a->iteration + FS_METRIC_ADAPT_FINAL;
+        a->warmup_end = a->iteration + last;
         a->n_updates += 1.0;
         return 1;
     }

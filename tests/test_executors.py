@@ -53,7 +53,7 @@ def _run(model, method, kw, chains, executor):
 
 def _same(a, b):
     assert np.array_equal(a.draws, b.draws)
-    assert np.array_equal(a.warmup_draws, b.warmup_draws)
+    assert np.array_equal(a.warmup_draws, b.warmup_draws, equal_nan=True)
     assert a.stats.keys() == b.stats.keys()
     for k in a.stats:
         assert np.array_equal(a.stats[k], b.stats[k], equal_nan=True), k

@@ -109,7 +109,7 @@ def test_ctrl_c_during_rns_training_keeps_exploration(monkeypatch):
         raise KeyboardInterrupt
     monkeypatch.setattr(RNSHMC, "train", interrupt)
     res = fs.RNSHMC(fs.models.StandardNormal(2), n_hidden=20, step_size=0.5, n_steps=3,
-                    adapt=False).sample(n_draws=50, n_warmup=200, seed=0, progress=False)
+                    adapt=False).sample(n_draws=50, n_warmup=200, chains=1, seed=0, progress=False)
     assert res.interrupted
     assert res.warmup_draws.shape == (1, 200, 2) and res.warmup_n_done.tolist() == [200]
     assert np.all(np.isfinite(res.warmup_draws))
@@ -122,7 +122,7 @@ def test_trainer_exception_attaches_result(monkeypatch):
     monkeypatch.setattr(RNSHMC, "train", fail)
     with pytest.raises(RuntimeError, match="trainer failed") as info:
         fs.RNSHMC(fs.models.StandardNormal(2), n_hidden=20, step_size=0.5, n_steps=3,
-                  adapt=False).sample(n_draws=50, n_warmup=100, seed=0, progress=False)
+                  adapt=False).sample(n_draws=50, n_warmup=100, chains=1, seed=0, progress=False)
     assert info.value.result.warmup_n_done.tolist() == [100]
 
 
@@ -198,7 +198,7 @@ def test_nnghmc_exploration_keeps_ctrl_c():
     # old: NNgHMC's recorder turned the KeyboardInterrupt into PotentialError
     f = Counting(at=300, exc=KeyboardInterrupt())
     res = fs.NNGHMC(fs.Potential.from_callable(f, 2), n_hidden=10, step_size=0.3,
-                    n_steps=3, adapt=False).sample(n_draws=100, n_warmup=400, seed=0,
+                    n_steps=3, adapt=False).sample(n_draws=100, n_warmup=400, chains=1, seed=0,
                                                    progress=False)
     assert res.interrupted
     assert res.warmup_n_done[0] > 0
@@ -345,7 +345,8 @@ def test_fs_sample_takes_the_sampler_s_default_warm_up():
     kw = dict(chains=1, seed=1, progress=False)
     res = fs.sample(m, "arns-hmc", 5, n_hidden=20, **kw)
     assert fs.ARNSHMC.default_warmup == 400 and res.warmup_draws.shape[1] == 400
-    assert fs.sample(m, "hmc", 5, **kw).warmup_draws.shape[1] == fs.HMC.default_warmup == 1000
+    res = fs.sample(m, "hmc", 5, warmup_end="fixed", **kw)
+    assert res.warmup_draws.shape[1] == fs.HMC.default_warmup == 1000
 
 
 def test_the_finiteness_check_finds_a_nan_in_any_block():
