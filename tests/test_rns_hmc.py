@@ -149,6 +149,15 @@ def test_surrogate_is_a_reusable_potential(logistic):
     assert wrapped.value(q) == sur.value(q)
 
 
+def test_every_method_runs_four_chains_by_default():
+    for cls in (fs.HMC, fs.NUTS, fs.RNSHMC, fs.ARNSHMC, fs.RNSRMHMC, fs.NNGHMC, fs.RMHMC,
+                fs.VHMC, fs.SGLD, fs.SGHMC):
+        assert cls.default_chains == 4, cls
+    res = fs.RNSHMC(fs.models.StandardNormal(2), n_hidden=20, n_steps=3).sample(
+        30, 150, seed=1, progress=False, warn=False)
+    assert res.draws.shape == (4, 30, 2)
+
+
 def test_rns_argument_errors():
     model = fs.models.StandardNormal(2)
     with pytest.raises(ValueError, match="activation"):

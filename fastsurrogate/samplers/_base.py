@@ -412,8 +412,7 @@ class Sampler:
             Warm-up iterations per chain (adaptation, exploration, training: the phases
             before the kept draws); default ``default_warmup`` (1000 for most samplers).
         chains : int, optional
-            Default ``default_chains``: 4 for HMC, NUTS, VHMC, SGLD and SGHMC, 1 for
-            RNS-HMC, ARNS-HMC, NNgHMC, RMHMC and RNS-RMHMC; in threads when the
+            Default 4 (``default_chains``), for every method; in threads when the
             potentials release the GIL (compiled potentials), else in turn.
         seed : int, numpy.random.SeedSequence or Generator, optional
             Chain k uses child k of the seed's SeedSequence.

@@ -272,7 +272,6 @@ class NNGHMC(HMC):
                      max_energy_error=self.max_energy_error)
 
     # -- the algorithm -----------------------------------------------------------
-    default_chains = 1
 
     def check_sizes(self, n_draws, n_warmup):
         if self.warmup_kind != "paper":

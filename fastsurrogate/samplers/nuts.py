@@ -51,6 +51,8 @@ class NUTS(HMC):
         ``min_accept``, ``block``, ``n_hidden``, ``max_points``,
         ``cost_ratio``, ``dense_max``, ``laplace``).
 
+    Notes
+    -----
     ``result.stats`` has ``tree_depth`` and ``n_steps`` (leapfrog steps, i.e.
     gradient evaluations) per iteration.
 

@@ -96,7 +96,6 @@ class RMHMC(Sampler):
     method = "rmhmc"
     # RMChain (generalized leapfrog state) does not pickle: chains stay in this process
     remote_chains = False
-    default_chains = 1
 
     def __init__(self, potential, *, metric="fisher", step_size=None, n_steps="auto",
                  random_n_steps=True, adapt=True, target_accept=0.8, max_energy_error=1000.0,

@@ -298,7 +298,6 @@ class RNSHMC(HMC):
         self.subspace = subspace
 
     # -- the algorithm -----------------------------------------------------------
-    default_chains = 1
 
     def check_sizes(self, n_draws, n_warmup):
         if self.warmup_kind != "paper":
