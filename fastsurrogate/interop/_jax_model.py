@@ -12,7 +12,7 @@ surrogate transition, the step-size search).
 
 The C chain loop reaches it through the callback path (the GIL is taken for
 each call).  The per-call overhead beyond the executable itself is measured
-by ``bench/from_jax.py`` and quoted in the README.  A path with no Python at
+by ``bench/from_jax.py`` and quoted in docs/benchmarks.md.  A path with no Python at
 all would need XLA's PJRT C API to run the executable; jaxlib's wheels do not
 ship it for the CPU client, so there is none.
 """

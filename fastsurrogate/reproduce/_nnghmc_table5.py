@@ -65,7 +65,7 @@ import scipy.stats
 import fastsurrogate as fs
 from ._report import log, machine_line, markdown_table
 
-# paper settings not known: these were chosen by measurement (see README)
+# paper settings not known: these were chosen by measurement (see docs/benchmarks.md)
 DEFAULTS = dict(n_draws=10000, burn_in=300, explore=300, trainings=3, max_train=6000, n_steps=10,
                 n_hidden=50, blocks=8)
 QUICK = dict(n_draws=300, burn_in=100, explore=150, trainings=1, max_train=1500)

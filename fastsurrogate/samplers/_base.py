@@ -435,7 +435,7 @@ class Sampler:
             uninterrupted run's (call ``sample`` with the same sampler options and
             sizes; seeds come from the file).  A Result: ``n_draws`` more draws of each
             chain from its last state (position, step size, metric, surrogate, random
-            stream), no warm-up (README "Checkpoint and resume" says what equals what).
+            stream), no warm-up (docs/guide.md, "Checkpoint and resume", says what equals what).
         executor : concurrent.futures.Executor or dask distributed.Client, optional
             Where the per-chain phases run (a ThreadPoolExecutor, ProcessPoolExecutor
             or Dask cluster; default: threads for compiled potentials, in turn for

@@ -223,7 +223,7 @@ class RNSRMHMC(RNSHMC):
         of z + U0 (U0's is its constant precision; ``SoftAbsMetric(offset=)``).
         Only a Gaussian base (constant Hessian) is accepted.  Not the
         paper's method; it is what makes the surrogate chain move on the
-        ill-conditioned a9a-60d posterior (see README, "Table 1, RMHMC rows").
+        ill-conditioned a9a-60d posterior (docs/benchmarks.md, "Table 1, RMHMC rows").
     diagonal_metric : bool
         SoftAbs of the network's Hessian diagonal (non-convex U).
     softabs_alpha : float
@@ -242,7 +242,7 @@ class RNSRMHMC(RNSHMC):
         (N = 100000, d = 50, s = 2000,
         L = 2; ``bench/rmhmc_ratios.py --overlap off,auto``, Zen 4, load
         1-1.7) an iteration took 2.4 ms against 3.1 ms serial, and on a
-        busy machine the serial loop was the faster (README, "Table 1,
+        busy machine the serial loop was the faster (docs/benchmarks.md, "Table 1,
         RMHMC rows").
     **options
         Everything :class:`RNSHMC` takes (n_hidden, ridge, ..., step_size and

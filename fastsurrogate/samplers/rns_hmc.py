@@ -163,7 +163,7 @@ class RNSHMC(HMC):
         evenly spaced over the training set: that many exact gradient
         evaluations, paid in the train phase.  Not in the paper.  On the
         20-parameter elliptic PDE (s = 1000, with ``base="laplace"``) k = 12
-        lifts the acceptance from 0.79 to 0.87 (README).  None
+        lifts the acceptance from 0.79 to 0.87 (docs/guide.md).  None
         (default): the network sees every coordinate.
         ``result.info["subspace"]`` records k and the eigenvalues.
     subspace_points : int
