@@ -29,6 +29,19 @@ static void set_diag(fs_metric_adapt *a, int j, double inv)
     }
 }
 
+/* The diagonal M^{-1}_jj = sqrt(Var q_j / Var g_j) from an estimator's sums
+   (the ratio of the sums of squares needs no n); coordinates without
+   spread keep their value. */
+static void set_diag_from(fs_metric_adapt *a, const double *sums)
+{
+    const int d = a->dim;
+    int j;
+    for (j = 0; j < d; j++) {
+        double vq = sums[d + j], vg = sums[3 * d + j];
+        if (vq > 0.0 && vg > 0.0) set_diag(a, j, sqrt(vq / vg));
+    }
+}
+
 /* Welford: one state into an estimator of 4 * dim doubles, n states so far. */
 static void add_state(double *s, int d, double n, const double *q, const double *g)
 {
@@ -341,7 +354,6 @@ static int end_of_block(fs_metric_adapt *a)
     /* the fixed schedule's last phase (the metric frozen), kept */
     const double last = a->warmup_end - a->metric_end;
     double *fg = a->stats;
-    int j;
     if (a->n_prev > 0.0 && a->iteration < a->metric_end && blocks_agree(a)) {
         merge_blocks(a, fg);           /* the foreground is not used any more */
         if (a->low_rank) {
@@ -349,10 +361,7 @@ static int end_of_block(fs_metric_adapt *a)
                                          (int)(a->n_prev + a->n_block));
             if (status != FS_OK) return status;
         } else {
-            for (j = 0; j < d; j++) {
-                double vq = fg[d + j], vg = fg[3 * d + j];
-                if (vq > 0.0 && vg > 0.0) set_diag(a, j, sqrt(vq / vg));
-            }
+            set_diag_from(a, fg);
         }
         a->converged_at = a->iteration;
         a->metric_end = a->iteration;
@@ -376,7 +385,7 @@ int fs_metric_adapt_update(fs_metric_adapt *a, const double *q, const double *g,
     const int d = a->dim;
     double *fg = a->stats, *bg = a->stats + 4 * (size_t)d;
     double it = a->iteration, every;
-    int j, switched = 0, fed = 0, result;
+    int switched = 0, fed = 0, result;
     a->iteration += 1.0;
     if (a->converged_at >= 0.0)
         return a->iteration >= a->warmup_end ? FS_METRIC_ADAPT_DONE : 0;
@@ -405,11 +414,7 @@ int fs_metric_adapt_update(fs_metric_adapt *a, const double *q, const double *g,
     }
     result = 0;
     if (a->low_rank ? switched : a->n_fg >= 3.0) {
-        if (!a->low_rank)
-            for (j = 0; j < d; j++) {
-                double vq = fg[d + j], vg = fg[3 * d + j];   /* sums: the ratio needs no n */
-                if (vq > 0.0 && vg > 0.0) set_diag(a, j, sqrt(vq / vg));
-            }
+        if (!a->low_rank) set_diag_from(a, fg);
         a->n_updates += 1.0;
         result = a->n_updates == 1.0 ? FS_METRIC_ADAPT_FIRST : 0;
     }

@@ -71,8 +71,9 @@ class HMC(Sampler):
         more than a factor 2, the metric is set from both blocks, frozen,
         and the warm-up ends with the fixed schedule's last phase (15 % of
         ``n_warmup``, 150 iterations of the default 1000), in which the step
-        size adapts alone; ``n_warmup`` is the ceiling (each chain decides for itself; ``result.warmup_n_done``
-        and ``result.info["warmup_converged_at"]`` say where).  The metric
+        size adapts alone; ``n_warmup`` is the ceiling (each chain decides
+        for itself; ``result.warmup_n_done`` and
+        ``result.info["warmup_converged_at"]`` say where).  The metric
         rests on the last 160 states whatever the warm-up's length, so
         once two blocks agree a longer warm-up would only draw the same
         estimate again.  "fixed": exactly ``n_warmup`` iterations (the only
