@@ -4,6 +4,7 @@ Real data are read from the shared data folder (``../shared/data`` beside
 the repository, or ``$FASTSURROGATE_DATA``); nothing is bundled.
 """
 import gzip
+import os
 from pathlib import Path
 
 import numpy as np
@@ -140,11 +141,26 @@ def simulate_gp_regression(n=500, dim=4, lengthscale=1.0, signal_variance=1.0,
 
 
 def find_data_dir(required=True):
-    """The shared data folder: ``$FASTSURROGATE_DATA``, else a ``shared/data``
-    folder found walking up from the working directory or this package
-    (the search of :func:`fastsurrogate.models.posteriordb.find_data_dir`)."""
-    from .models.posteriordb import find_data_dir as _find
-    found = _find()
+    """The shared data folder (``X/shared/data`` for a repository at ``X/main``).
+
+    Order: the environment variable ``FASTSURROGATE_DATA`` (if set and an
+    existing folder), then a ``shared/data`` folder found by walking up from
+    the current working directory, then from this package's location.
+    Returns a :class:`pathlib.Path`; when nothing is found, None if
+    ``required`` is False, else a FileNotFoundError.
+    :func:`fastsurrogate.models.posteriordb.find_data_dir` is this search
+    with ``required=False``.
+    """
+    found = None
+    env = os.environ.get("FASTSURROGATE_DATA")
+    if env:
+        p = Path(env).expanduser()
+        found = p if p.is_dir() else None
+    else:
+        found = next((d / "shared" / "data"
+                      for start in (Path.cwd(), Path(__file__).resolve().parent)
+                      for d in (start, *start.parents)
+                      if (d / "shared" / "data").is_dir()), None)
     if found is None and required:
         raise FileNotFoundError(
             "the shared data folder was not found; set FASTSURROGATE_DATA to its path")

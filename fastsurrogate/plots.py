@@ -47,9 +47,15 @@ def _plt():
     return plt
 
 
+# What the plots read of a Result: plots sit below result.py (a Result's
+# plot_* methods call these functions), so they check these attributes
+# rather than the class.
+_RESULT_ATTRIBUTES = ("draws", "stats", "n_done", "chains", "param_names", "method", "info",
+                      "warmup_draws", "warmup_stats", "warmup_n_done")
+
+
 def _check_result(res):
-    from .result import Result
-    if not isinstance(res, Result):
+    if not all(hasattr(res, a) for a in _RESULT_ATTRIBUTES):
         raise TypeError(f"expected a fastsurrogate Result, got {type(res).__name__}")
 
 

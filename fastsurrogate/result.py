@@ -5,7 +5,10 @@ import warnings
 
 import numpy as np
 
+from . import plots
 from .core._checks import repeated
+from .core._potential import Potential, RecordingPotential, WeightedSum
+from .diagnostics import mcmc
 
 __all__ = ["Result", "DetachedPotential", "has_transform"]
 
@@ -214,7 +217,6 @@ class Result:
         training and sampling), ``min_ess_per_sampling_second`` (over the
         sampling phase's seconds summed over chains), and for NUTS with a
         surrogate what it did (``surrogate``: :meth:`surrogate_report`)."""
-        from . import diagnostics
         draws, _, kept = self._complete("summary")
         if draws.shape[1] < 4:
             raise ValueError(f"summary needs at least 4 draws per chain; the chains completed "
@@ -225,7 +227,7 @@ class Result:
             draws = np.stack([np.asarray(c[n]) for n in names], axis=-1)
         else:
             names = self.param_names
-        table = diagnostics.summary(draws, names=names)
+        table = mcmc.summary(draws, names=names)
         ess = np.asarray(table["ess"], dtype=float)
         finite = ess[np.isfinite(ess)]       # all NaN when no chain ever moved
         ess_min, ess_med, ess_max = ((float(finite.min()), float(np.median(finite)),
@@ -416,45 +418,39 @@ class Result:
             return "exact posterior"
         return self.info.get("target", "surrogate-induced distribution (approximate)")
 
-    # -- plots (matplotlib, imported when used: fastsurrogate.plots) -------------
+    # -- plots (fastsurrogate.plots; matplotlib is imported when a plot is made) --
     def plot_trace(self, params=None, warmup=False, axes=None):
         """Trace plot (:func:`fastsurrogate.plots.plot_trace`); returns the Figure.
 
         >>> res.plot_trace(["q[0]"]).savefig("trace.png")       # doctest: +SKIP
         """
-        from .plots import plot_trace
-        return plot_trace(self, params=params, warmup=warmup, axes=axes)
+        return plots.plot_trace(self, params=params, warmup=warmup, axes=axes)
 
     def plot_marginals(self, params=None, reference=None, bins=40, axes=None):
         """Marginal histograms, optionally against reference ``(mean, sd)``
         (:func:`fastsurrogate.plots.plot_marginals`); returns the Figure."""
-        from .plots import plot_marginals
-        return plot_marginals(self, params=params, reference=reference, bins=bins, axes=axes)
+        return plots.plot_marginals(self, params=params, reference=reference, bins=bins, axes=axes)
 
     def plot_acceptance(self, window=50, warmup=True, ax=None):
         """Acceptance probability over iterations
         (:func:`fastsurrogate.plots.plot_acceptance`); returns the Figure."""
-        from .plots import plot_acceptance
-        return plot_acceptance(self, window=window, warmup=warmup, ax=ax)
+        return plots.plot_acceptance(self, window=window, warmup=warmup, ax=ax)
 
     def plot_energy(self, bins=40, ax=None):
         """Marginal energy and energy transitions, with E-BFMI
         (:func:`fastsurrogate.plots.plot_energy`); returns the Figure."""
-        from .plots import plot_energy
-        return plot_energy(self, bins=bins, ax=ax)
+        return plots.plot_energy(self, bins=bins, ax=ax)
 
     def plot_training(self, ax=None, log=True):
         """The surrogate's training curve (:func:`fastsurrogate.plots.plot_training`);
         returns the Figure."""
-        from .plots import plot_training
-        return plot_training(self, ax=ax, log=log)
+        return plots.plot_training(self, ax=ax, log=log)
 
 
 def has_transform(potential):
     """Whether ``potential.constrain`` is more than the identity over its
     parameter names (a model with a transform, e.g. a log-scale), looking
     through the wrappers that delegate it (WeightedSum, a recorder)."""
-    from .core._potential import Potential, RecordingPotential, WeightedSum
     method = getattr(type(potential), "constrain", None)
     if method is None or method is Potential.constrain:
         return False

@@ -1,11 +1,13 @@
-"""The shape of fastsurrogate/samplers/: its modules import one another one
-way only (imports inside functions count), no function is longer than 60
-lines, and the deleted no-regret module stays deleted.  Read from the
-source files of the installed package."""
+"""The shape of fastsurrogate/: its modules import one another one way only
+(imports inside functions count), in samplers/ and across the whole
+package; no function of samplers/ is longer than 60 lines, and the deleted no-regret module stays
+deleted.  Read from the source files of the installed package."""
 import ast
+import importlib.machinery
 import importlib.util
 from pathlib import Path
 
+import fastsurrogate
 import fastsurrogate.samplers
 
 PACKAGE = "fastsurrogate.samplers"
@@ -90,3 +92,84 @@ def test_no_samplers_function_is_longer_than_60_lines():
 def test_the_no_regret_module_is_gone():
     assert not list(FOLDER.glob("_noregret*"))
     assert importlib.util.find_spec(f"{PACKAGE}._noregret") is None
+
+
+# -- the whole package ---------------------------------------------------------------
+
+ROOT = Path(fastsurrogate.__file__).resolve().parent
+TOP = "fastsurrogate"
+# Edges of the package graph that are known and waiting for their file's
+# owner: reproduce/rns_hmc.py still takes Table from the package
+# (`from . import Table`) instead of from reproduce/_table.py.
+PENDING_EDGES = {("fastsurrogate.reproduce.rns_hmc", "fastsurrogate.reproduce")}
+
+
+def _dotted(path):
+    parts = list(path.relative_to(ROOT.parent).parts)
+    parts[-1] = parts[-1].split(".")[0]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _package_modules():
+    """(dotted name -> parsed source of every .py module, the packages'
+    names, every module's name: the compiled extensions too)."""
+    py = {_dotted(p): ast.parse(p.read_text(), str(p)) for p in sorted(ROOT.rglob("*.py"))}
+    packages = {_dotted(p) for p in ROOT.rglob("__init__.py")}
+    suffixes = (".pyx", *importlib.machinery.EXTENSION_SUFFIXES)
+    compiled = {_dotted(p) for p in ROOT.rglob("*") if p.name.endswith(suffixes)}
+    return py, packages, set(py) | compiled
+
+
+def _targets(node, name, packages, modules):
+    """The modules of the package that an Import / ImportFrom node in module
+    ``name`` imports: ``from x import y`` is module x.y when there is one,
+    else x itself (a name defined in x)."""
+    if isinstance(node, ast.Import):
+        full = [a.name for a in node.names]
+    else:
+        base = name if name in packages else name.rpartition(".")[0]
+        for _ in range(node.level - 1):
+            base = base.rpartition(".")[0]
+        mod = ".".join(x for x in (base if node.level else "", node.module) if x)
+        full = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod
+                for a in node.names]
+    out = set()
+    for f in full:
+        while f and f not in modules:       # `import a.b.c` of a name in a.b
+            f = f.rpartition(".")[0]
+        if f == TOP or f.startswith(TOP + "."):
+            out.add(f)
+    return out - {name}
+
+
+def _package_graph():
+    py, packages, modules = _package_modules()
+    graph = {m: set() for m in modules}
+    for name, tree in py.items():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                graph[name] |= _targets(node, name, packages, modules)
+    return graph
+
+
+def test_the_package_imports_itself_without_a_cycle():
+    graph = _package_graph()
+    # the graph is read: module-level and function-level imports, relative
+    # and absolute, of modules and of names
+    assert "fastsurrogate.samplers._checkpoint" in graph["fastsurrogate.samplers._base"]
+    assert "fastsurrogate.core._potential" in graph["fastsurrogate.result"]
+    assert "fastsurrogate.core._rmhmc" in graph["fastsurrogate.models.pde"]     # in a function
+    assert "fastsurrogate.samplers" in graph["fastsurrogate._sample"]
+    for a, b in PENDING_EDGES:
+        graph[a].discard(b)
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle in fastsurrogate/: " + " -> ".join(cycle)
+
+
+def test_the_package_is_layered_plots_below_result_and_the_file_format_in_core():
+    graph = _package_graph()
+    assert "fastsurrogate.result" not in graph["fastsurrogate.plots"]
+    assert not {m for m in graph["fastsurrogate.core._npz"] if m.startswith("fastsurrogate")}
+    assert not {m for m in graph["fastsurrogate.samplers._checkpoint"]
+                if m in ("fastsurrogate", "fastsurrogate._sample")}
+

@@ -25,6 +25,8 @@ import sysconfig
 import tempfile
 import threading
 
+from .._headers import get_include
+
 TARGET = "fastsurrogate_potential_v1"
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_xla_ffi.c")
 
@@ -55,7 +57,6 @@ def compiler():
 
 
 def _headers(jax):
-    from .. import get_include
     ffi_inc = jax.ffi.include_dir()
     fs_inc = get_include()
     files = [_SOURCE, os.path.join(ffi_inc, "xla", "ffi", "api", "c_api.h"),

@@ -31,12 +31,11 @@ Every class has ``dim``, ``param_names`` (unconstrained scale),
 and ``reference_names``.  Data and reference draws are read from the shared
 data folder (see :func:`find_data_dir`); nothing is copied into the package.
 
-This module imports only NumPy and SciPy; :func:`as_potential` imports the
-compiled part of fastsurrogate lazily.
+The models are NumPy and SciPy; :func:`as_potential` wraps one as a
+:class:`fastsurrogate.Potential`.
 """
 import json
 import math
-import os
 import zipfile
 from pathlib import Path
 
@@ -45,7 +44,9 @@ from scipy.linalg.lapack import dpotrf, dtrtri, dtrtrs
 from scipy.signal import lfilter
 from scipy.special import expit, logit
 
+from .. import datasets
 from ..core._checks import real_array
+from ..core._potential import Potential
 
 __all__ = [
     "find_data_dir", "load_data", "load_reference", "as_potential",
@@ -65,19 +66,11 @@ def find_data_dir():
 
     Order: the environment variable ``FASTSURROGATE_DATA`` (if set and an
     existing folder), then a ``shared/data`` folder found by walking up from
-    the current working directory, then from this file's location.  Returns a
-    :class:`pathlib.Path`, or None when nothing is found.
+    the current working directory, then from the package's location.  Returns
+    a :class:`pathlib.Path`, or None when nothing is found
+    (:func:`fastsurrogate.datasets.find_data_dir` with ``required=False``).
     """
-    env = os.environ.get("FASTSURROGATE_DATA")
-    if env:
-        p = Path(env).expanduser()
-        return p if p.is_dir() else None
-    for start in (Path.cwd(), Path(__file__).resolve().parent):
-        for d in (start, *start.parents):
-            cand = d / "shared" / "data"
-            if cand.is_dir():
-                return cand
-    return None
+    return datasets.find_data_dir(required=False)
 
 
 def _posteriordb_dir(data_dir):
@@ -676,13 +669,6 @@ def as_potential(model):
     as a divergence); when possible the result also carries ``.model`` and
     its ``.constrain(q)`` calls ``model.constrain``.
     """
-    try:
-        from fastsurrogate import Potential
-    except ImportError as exc:
-        raise ImportError(
-            "as_potential needs the compiled fastsurrogate package "
-            "(build it with `pip install -e .` in the repository); the models "
-            "themselves work without it") from exc
     kwargs = dict(value=_quiet(model.value), names=list(model.param_names))
     cls = _posterior_potential_class(Potential)
     if cls is None:

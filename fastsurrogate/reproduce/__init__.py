@@ -13,41 +13,24 @@ the package version and the run's duration.  Figures are written as tables,
 and as PNG plots beside them when matplotlib is installed.  ``--quick``
 shortens every experiment (the whole set in under 15 minutes on 2 cores);
 tables whose data files are absent from the data folder
-(:func:`fastsurrogate.models.posteriordb.find_data_dir`,
+(:func:`fastsurrogate.datasets.find_data_dir`,
 ``$FASTSURROGATE_DATA``) are skipped with a note.
 """
 import argparse
-import dataclasses
 import importlib
 import os
 import sys
 import time
+import traceback
+
+from ..datasets import find_data_dir
+from ._table import Table     # before the papers' modules: rns_hmc takes it from here
+from . import nnghmc, rns_hmc, vhmc
+from ._paper import SOURCES, add_paper_column
+from ._plots import plot_report
+from ._report import log, machine_line
 
 __all__ = ["Table", "TABLES", "run_table", "main"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Table:
-    """One reproducible table or figure.
-
-    name : the command-line name (``rns-table1``); paper : which paper and
-    which table or figure; module : the module holding ``options(ap)`` and
-    ``reproduce(args)``; quick : option values for ``--quick``; needs : data
-    files (in the data folder) without which it is skipped; paper_figures :
-    the paper's own figures, in Markdown, shown beside ours; missing : rows of
-    the paper that cannot be run here, and why; entry : prefix of the
-    module's ``<entry>options`` / ``<entry>reproduce`` functions.
-    """
-    name: str
-    paper: str
-    title: str
-    module: str
-    quick: dict = dataclasses.field(default_factory=dict)
-    needs: tuple = ()
-    paper_figures: str = ""
-    missing: str = ""
-    entry: str = ""
-    plots: tuple = ()
 
 
 _NO_PAPER = ("None of this figure's values are quoted in this project's texts, so the "
@@ -58,7 +41,6 @@ _PAPER_NOTE = ("The \"paper\" column of each table below gives the paper's own f
 
 
 def _collect():
-    from . import nnghmc, rns_hmc, vhmc
     tables = {}
     for mod in (rns_hmc, vhmc, nnghmc):
         for t in mod.TABLES:
@@ -81,8 +63,7 @@ def missing_data(table):
     """Data files of ``table`` that the data folder lacks (all of them when there is no folder)."""
     if not table.needs:
         return []
-    from ..models.posteriordb import find_data_dir
-    d = find_data_dir()
+    d = find_data_dir(required=False)
     return [f for f in table.needs if d is None or not os.path.exists(os.path.join(d, f))]
 
 
@@ -91,9 +72,6 @@ def run_table(name, argv=(), quick=False, out=None):
 
     ``argv``: the table's own options (``fastsurrogate reproduce NAME --help``
     lists them).  A table whose data are absent returns a one-line note."""
-    from ._report import log, machine_line
-    from ._paper import SOURCES, add_paper_column
-    from ._plots import plot_report
     table = TABLES[name]
     ap, reproduce = _parser(table)
     args = ap.parse_args(list(argv))
@@ -192,7 +170,6 @@ def main(argv=None):
         except Exception as exc:  # noqa: BLE001 - one table's failure must not lose the others
             if len(names) == 1:
                 raise
-            import traceback
             traceback.print_exc()
             text = ""
             status = f"FAILED: {type(exc).__name__}: {exc}"
@@ -202,7 +179,6 @@ def main(argv=None):
     total = time.perf_counter() - t0
     index = ["# Reproduction run", "", f"- {'--quick' if args.quick else 'full'} run, "
              f"{total:.0f} s in all", "", "| table | status | seconds |", "|---|---|---|", *summary]
-    from ._report import machine_line
     index.insert(3, f"- {machine_line()}")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "README.md"), "w") as f:

@@ -7,7 +7,7 @@ GP gradients).  The code lives in ``_nnghmc_toy``, ``_nnghmc_tables``,
 ``_nnghmc_table5`` and ``_nnghmc_table4`` (moved from bench/).
 """
 from ._plots import PlotSpec
-from . import Table
+from ._table import Table
 
 PAPER = "NNgHMC paper (Li, Holbrook, Shahbaba & Baldi 2019)"
 

@@ -7,7 +7,7 @@ Figures 2-5 and the cost table live in ``_vhmc_fig2``, ``_vhmc_fig3``,
 """
 from ..diagnostics import amari_distance  # noqa: F401  (Figure 5's distance)
 from ._plots import PlotSpec
-from . import Table
+from ._table import Table
 
 PAPER = "VHMC paper (Zhang, Shahbaba & Zhao 2018)"
 

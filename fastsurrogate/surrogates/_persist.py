@@ -23,6 +23,14 @@ import numbers
 
 import numpy as np
 
+from ..core._npz import read_npz, write_npz
+from ..core._potential import WeightedSum
+from ..models._models import Gaussian
+from ._mlp import GradientNetwork
+from ._network import RandomNetwork
+from ._online import GrevilleTrainer, SMWTrainer
+from .online import OnlineOutputLayer
+
 __all__ = ["save", "load", "FORMAT", "VERSION"]
 
 FORMAT = "fastsurrogate-surrogate"
@@ -30,10 +38,6 @@ VERSION = 1
 
 
 def _classes():
-    from ..core._potential import WeightedSum
-    from ..models._models import Gaussian
-    from ._network import RandomNetwork
-    from ._mlp import GradientNetwork
     return {c.__name__: c for c in (RandomNetwork, GradientNetwork, WeightedSum, Gaussian)}
 
 
@@ -93,7 +97,6 @@ def _save_layer(layer, path):
     """ARNS-HMC's online output layer: its trainer's full state (Greville or
     SMW matrices and weights) and counters, so that more points can be
     absorbed after loading; no data (a batch re-solve needs the caller's)."""
-    from ..samplers._checkpoint import write_npz
     tr = layer.trainer
     sc, arr = tr._ckpt_state(True)
     kind = "smw" if layer._smw is not None else "greville"
@@ -110,8 +113,6 @@ def _save_layer(layer, path):
 
 
 def _load_layer(head, arrays):
-    from .online import OnlineOutputLayer
-    from ._online import GrevilleTrainer, SMWTrainer
     layer = OnlineOutputLayer.__new__(OnlineOutputLayer)
     layer.ridge, layer.block = head["ridge"], head["block"]
     layer.resync_every, layer.n_resolves = head["resync_every"], head["n_resolves"]
@@ -145,7 +146,6 @@ def save(surrogate, path):
     >>> bool(fs.surrogates.load(path).value(np.ones(3)) == net.value(np.ones(3)))
     True
     """
-    from ..samplers._checkpoint import write_npz
     if type(surrogate).__name__ == "OnlineOutputLayer":
         return _save_layer(surrogate, path)
     arrays = {}
@@ -164,7 +164,6 @@ def load(path):
         A RandomNetwork, GradientNetwork, Gaussian or WeightedSum, bitwise
         equal in its values and gradients to the one saved.
     """
-    from ..samplers._checkpoint import read_npz
     header, arrays = read_npz(path, FORMAT, VERSION)
     if header["object"].get("cls") == "OnlineOutputLayer":
         return _load_layer(header["object"]["layer"], arrays)
