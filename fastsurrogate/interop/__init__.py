@@ -30,24 +30,13 @@ C and Cython code can call a Potential with no Python in the loop: see the
 ``potential_v1`` capsule and ``fastsurrogate.get_include()``.
 """
 
+# Each module imports its library (jax, pytensor / pymc, numba, mici) inside
+# the functions that use it: importing fastsurrogate.interop imports none of
+# the libraries.
+from ._jax import to_jax
+from ._jax_model import from_jax
+from ._pymc_model import from_pymc
+from .mici import mici_system
+from .pymc import to_pytensor
+
 __all__ = ["to_jax", "to_pytensor", "mici_system", "from_jax", "from_pymc"]
-
-
-def __getattr__(name):
-    # Lazy: importing fastsurrogate.interop imports none of the libraries.
-    if name == "to_jax":
-        from ._jax import to_jax
-        return to_jax
-    if name == "to_pytensor":
-        from .pymc import to_pytensor
-        return to_pytensor
-    if name == "from_jax":
-        from ._jax_model import from_jax
-        return from_jax
-    if name == "from_pymc":
-        from ._pymc_model import from_pymc
-        return from_pymc
-    if name == "mici_system":
-        from .mici import mici_system
-        return mici_system
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..core import Potential, PotentialError
 from ..core._potential import CallbackPotential, RecordingPotential, WeightedSum
+from . import _xla_ffi
 
 __all__ = ["to_jax", "JaxLogDensity"]
 
@@ -92,9 +93,8 @@ def _callback_primitives(jax, pot, dim, vmap_method):
 def _ffi_primitives(jax, pot, dim, target):
     """(u(q), (u, g)(q)) through the XLA FFI handler (batched in the handler)."""
     import jax.numpy as jnp
-    from ._xla_ffi import potential_address
 
-    attrs = dict(potential=np.uint64(potential_address(pot)),
+    attrs = dict(potential=np.uint64(_xla_ffi.potential_address(pot)),
                  serial=np.int32(0 if pot.thread_safe else 1))
     scalar = jax.ShapeDtypeStruct((), jnp.float64)
     vector = jax.ShapeDtypeStruct((dim,), jnp.float64)
@@ -129,7 +129,6 @@ def _choose_backend(pot, backend):
             raise RuntimeError(f"backend='ffi' runs on the CPU only; JAX's default "
                                f"backend is {jax.default_backend()!r}")
         return "callback", None
-    from . import _xla_ffi
     target = _xla_ffi.target()
     if target is not None:
         return "ffi", target

@@ -423,6 +423,8 @@ class EllipticPDE(PDEKernel):
         is never formed.  A :class:`~fastsurrogate.core.CallableMetric`
         (NumPy/SciPy under the GIL: RMHMC chains run one at a time).
         ``fs.RMHMC(model, metric="fisher")`` uses it."""
+        # here, not at the top: core._rmhmc cimports models._glm, so this module
+        # is first imported while core._rmhmc is still initialising
         from ..core._rmhmc import CallableMetric
         parts = _FisherContractions(self)
         return CallableMetric(parts.G, None, self.n_modes, contract=parts.contract)

@@ -69,6 +69,8 @@ import numpy as np
 import scipy.optimize as so
 import scipy.stats
 
+import fastsurrogate as fs
+from fastsurrogate.diagnostics import mcse_mean
 from ._report import log, machine_line, markdown_table
 
 DEFAULTS = dict(n_draws=4000, burn_in=500, explore=300, n_steps=45, n_hidden=100, batch=1000,
@@ -127,7 +129,6 @@ def charged_seconds(res):
 
 def run(args):
     """All four runs; returns (settings, {name: result}, (X_test, y_test))."""
-    import fastsurrogate as fs
     X, y = fs.datasets.load_bank_marketing()
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
@@ -165,7 +166,6 @@ def run(args):
 
 def rows(runs, test):
     """The table's rows (formatted cells), HMC first."""
-    from fastsurrogate.diagnostics import mcse_mean
     ref = runs["HMC"].draws
     ref_mean, ref_se = ref.mean(axis=(0, 1)), mcse_mean(ref)
     rate = {}

@@ -63,6 +63,7 @@ import scipy.linalg
 import scipy.stats
 
 import fastsurrogate as fs
+from fastsurrogate.diagnostics import mcse_mean, summary
 from ._report import log, machine_line, markdown_table
 
 # paper settings not known: these were chosen by measurement (see docs/benchmarks.md)
@@ -120,7 +121,6 @@ def exactness(a, b, level=0.01):
     """Per-parameter z-scores of the difference of two runs' posterior means
     (draws (chains, n, dim) each), and the two-sided Bonferroni bound at
     family-wise ``level``."""
-    from fastsurrogate.diagnostics import mcse_mean
     z = (a.mean(axis=(0, 1)) - b.mean(axis=(0, 1))) / np.sqrt(mcse_mean(a) ** 2
                                                               + mcse_mean(b) ** 2)
     bound = scipy.stats.norm.ppf(1.0 - level / (2 * z.size))
@@ -158,7 +158,6 @@ def run(args):
 
 def rows(runs, L):
     """The table's rows (formatted cells), HMC first; ESS of beta = L z."""
-    from fastsurrogate.diagnostics import summary
     rate = {}
     out = []
     for m, res in runs.items():

@@ -7,6 +7,8 @@ import sys
 
 import numpy as np
 
+import fastsurrogate as fs
+
 
 def log(msg):
     """A progress message to stderr (the reports go to files)."""
@@ -27,7 +29,6 @@ def cpu_model():
 
 def machine_line():
     """One line naming the machine and the versions a report was made with."""
-    import fastsurrogate as fs
     return (f"machine: {cpu_model() or platform.machine()}, {os.cpu_count()} CPUs; "
             f"python {platform.python_version()}, numpy {np.__version__}, "
             f"fastsurrogate {fs.__version__}")

@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+import fastsurrogate as fs
 from ._report import log, machine_line, markdown_table
 
 
@@ -45,7 +46,6 @@ def explore(d, n_obs, n_explore, n_draws, seed, threads):
     acceptance).  Returns (model, hmc_kw, Q, U, q0, hmc): Q (m, d) and U (m,)
     the exploration states after the first 20 % and their exact U, q0 the
     last state, hmc the reference run."""
-    import fastsurrogate as fs
     X, y, _ = fs.datasets.simulate_logistic(n_obs, d, seed=seed)
     model = fs.models.LogisticRegression(X, y, prior_sd=10.0, n_threads=threads)
     log(f"  d = {d}: step-size pilot and {n_explore} exploration iterations ...")
@@ -65,7 +65,6 @@ def explore(d, n_obs, n_explore, n_draws, seed, threads):
 
 def reproduce(args):
     """Run the sweep; return the Markdown report."""
-    import fastsurrogate as fs
     t_start = time.perf_counter()
     rows = []
     notes = []

@@ -32,7 +32,9 @@ import time
 
 import numpy as np
 
+import fastsurrogate as fs
 from ._report import log, machine_line, markdown_table
+from ._rns_fig4 import explore
 
 
 def options(ap):
@@ -69,8 +71,6 @@ def subset(n_pool, n):
 
 def reproduce(args):
     """Run the sweep; return the Markdown report."""
-    import fastsurrogate as fs
-    from ._rns_fig4 import explore
     _check(args)
     t_start = time.perf_counter()
     d = args.dim

@@ -63,7 +63,9 @@ import numpy as np
 import scipy.optimize as so
 
 import fastsurrogate as fs
+from ..datasets import find_data_dir
 from ._report import cache_dir, log, machine_line, markdown_table, problems_report
+from ._rns_table1 import load
 
 # per problem: the paper's Table-1 settings, the exploration / burn-in length,
 # the default budgets (s) and the truth's length
@@ -90,7 +92,6 @@ def make_problem(name, args):
         desc = f"simulate_logistic({args.n_obs}, {args.dim}, seed={args.data_seed})"
         key = f"n{args.n_obs}_d{args.dim}_data{args.data_seed}"
     elif name in ("bank", "a9a"):
-        from ._rns_table1 import load
         X, y = load(name, False)
         desc = ("Bank Marketing" if name == "bank" else "a9a, 60-feature Gaussian random "
                 "projection (seed 2017), standardised") + f", N = {X.shape[0]}, d = {X.shape[1]}"
@@ -113,8 +114,7 @@ def missing_data(name):
     """The data file ``name`` needs when the data folder lacks it, else None."""
     if name not in DATA:
         return None
-    from ..models.posteriordb import find_data_dir
-    d = find_data_dir()
+    d = find_data_dir(required=False)
     return None if d is not None and os.path.exists(os.path.join(d, DATA[name])) else DATA[name]
 
 

@@ -25,6 +25,8 @@ import time
 
 import numpy as np
 
+import fastsurrogate as fs
+from fastsurrogate.diagnostics import mcse_mean, relative_error_mean, rhat
 from ._report import cache_dir, log, machine_line, markdown_table, plot_curves
 
 
@@ -40,7 +42,6 @@ def options(ap):
 
 
 def _truth(fs, model, q0, draws):
-    from fastsurrogate.diagnostics import mcse_mean, rhat
     key = f"sim_logistic_n100000_d50_seed1_hmc{draws}"
     path = os.path.join(cache_dir(), f"sg_truth_{key}.npz")
     if os.path.exists(path):
@@ -73,8 +74,6 @@ def _clock(res, pre):
 
 def reproduce(args):
     """Run the comparison; return the Markdown report."""
-    import fastsurrogate as fs
-    from fastsurrogate.diagnostics import relative_error_mean
     budgets = sorted(args.budgets)
     bmax = budgets[-1]
     X, y, _ = fs.datasets.simulate_logistic(n=100000, d=50, seed=1)

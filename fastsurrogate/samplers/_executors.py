@@ -63,7 +63,8 @@ from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
-from ..core._potential import Potential
+from ..core._hmc import STATUS_CALLBACK
+from ..core._potential import Potential, PotentialError
 from ._chain import Interrupted
 
 __all__ = ["check_executor", "run_chains", "executor_kind"]
@@ -131,8 +132,6 @@ def _bare_callback_error(exc):
     takes the exception and the other finds none; the run reports the one
     with the user's exception (seen under load in test_reliability's
     chains-in-threads failure, which then got the bare error)."""
-    from ..core._hmc import STATUS_CALLBACK
-    from ..core._potential import PotentialError
     return isinstance(exc, PotentialError) and getattr(exc, "status", None) == STATUS_CALLBACK
 
 

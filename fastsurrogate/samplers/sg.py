@@ -18,6 +18,7 @@ import numpy as np
 
 from ..core._sg import SGChain
 from ..models._glm import GeneralizedLinearModel
+from ..models._papers import LaplaceLogisticRegression
 from ._base import Sampler
 from ._checks import check_int, check_positive, check_flag
 
@@ -87,7 +88,6 @@ class SGLD(Sampler):
     def __init__(self, potential, *, step_size, step_offset=1.0, step_decay=0.55,
                  batch_size=100):
         super().__init__(potential)
-        from ..models._papers import LaplaceLogisticRegression
         # the GLM whose rows are drawn, and an optional Laplace prior added in C
         self._glm, self._l1 = potential, None
         if isinstance(potential, LaplaceLogisticRegression):
