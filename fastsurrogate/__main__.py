@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+import fastsurrogate as fs
+
 
 def _row(name, res, base=None):
     t = res.summary().overall
@@ -51,7 +53,58 @@ def _map_estimate(model):
 
 def demo(argv):
     """The RNS-HMC paper's Table 1 (simulated logistic regression), every sampler, on this machine (--quick: under a minute)."""
-    import fastsurrogate as fs
+    args, methods = _demo_arguments(argv)
+    # --quick: a fifth of the data (X = 8 MB, in cache) and 1000 + 1000
+    # iterations, so that every sampler's row comes in about a minute on a
+    # shared 2-core machine; the full run is the paper's size.
+    n_draws = args.draws or (1000 if args.quick else 5000)
+    n_warmup = 1000 if args.quick else 5000
+    t0 = time.perf_counter()
+    X, y, beta = fs.datasets.simulate_logistic(args.n, 50, seed=args.seed)
+    model = fs.models.LogisticRegression(X, y, prior_sd=10.0, n_threads=args.threads)
+    # the paper's step 0.045 at N = 100000; the posterior's scale grows as
+    # 1 / sqrt(N), and so does the step, keeping the paper's geometry
+    step = round(0.045 * (100000 / args.n) ** 0.5, 4)
+    print(f"simulated logistic regression: N = {args.n}, d = 50, {n_draws} draws after "
+          f"{n_warmup} burn-in (exact HMC from the MAP), step {step}, L ~ U{{1..6}}, "
+          f"{args.threads} thread(s)")
+    common = dict(n_draws=n_draws, n_warmup=n_warmup, chains=1, seed=args.seed,
+                  step_size=step, n_steps=6, random_n_steps=True, adapt=False,
+                  progress=not args.no_progress)
+    common["init"] = _map_estimate(model)
+    clock = {}
+
+    def sample(**kw):
+        t = time.perf_counter()
+        res = fs.sample(model, **kw)
+        clock[kw["method"]] = time.perf_counter() - t
+        return res
+
+    hmc = sample(method="hmc", **common)
+    row, base = _row("HMC", hmc)
+    rows, notes = [row], []
+    for method, rows_of in (("rns-hmc", _rns_hmc_rows), ("arns-hmc", _arns_hmc_rows),
+                            ("nnghmc", _nnghmc_rows), ("vhmc", _vhmc_rows)):
+        if method in methods:
+            more_rows, more_notes = rows_of(sample, args, common, hmc, base)
+            rows += more_rows
+            notes += more_notes
+    _print_table(rows)
+    print("AP: acceptance probability; ESS: Geyer's initial monotone sequence over the "
+          "50 coefficients; ms/iter: sampling phase; training time excluded.")
+    for n in notes:
+        print(n)
+    print(f"({time.perf_counter() - t0:.1f} s in all; per method: "
+          + ", ".join(f"{k} {v:.1f} s" for k, v in clock.items()) + ")")
+    return 0
+
+
+_DEMO_METHODS = ("hmc", "rns-hmc", "arns-hmc", "nnghmc", "vhmc")
+
+
+def _demo_arguments(argv):
+    """(the demo's parsed options, the methods to run): checked, with ``n``
+    filled in; a bad option exits through argparse's error."""
     ap = argparse.ArgumentParser(prog="fastsurrogate demo",
                                  description="Paper Table 1 (simulated logistic regression) on this machine.")
     ap.add_argument("--quick", action="store_true", help="a run of under a minute")
@@ -65,101 +118,75 @@ def demo(argv):
                     help="comma-separated subset of hmc,rns-hmc,arns-hmc,nnghmc,vhmc "
                          "(default all; --quick leaves ARNS-HMC out; HMC always runs: it is the baseline)")
     args = ap.parse_args(argv)
-    args.methods = args.methods_given or "hmc,rns-hmc,arns-hmc,nnghmc,vhmc"
+    args.methods = args.methods_given or ",".join(_DEMO_METHODS)
     for name in ("n", "draws", "threads"):
         value = getattr(args, name)
         if value is not None and value < 1:
             ap.error(f"--{name} must be >= 1, got {value}")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    unknown = sorted(set(methods) - {"hmc", "rns-hmc", "arns-hmc", "nnghmc", "vhmc"})
+    unknown = sorted(set(methods) - set(_DEMO_METHODS))
     if unknown:
         ap.error(f"unknown method(s) {unknown}")
-    # --quick: a fifth of the data (X = 8 MB, in cache) and 1000 + 1000
-    # iterations, so that every sampler's row comes in about a minute on a
-    # shared 2-core machine; the full run is the paper's size.
     if args.n is None:
         args.n = 20000 if args.quick else 100000
-    n_draws = args.draws or (1000 if args.quick else 5000)
-    n_warmup = 1000 if args.quick else 5000
-    t0 = time.perf_counter()
-    X, y, beta = fs.datasets.simulate_logistic(args.n, 50, seed=args.seed)
-    model = fs.models.LogisticRegression(X, y, prior_sd=10.0, n_threads=args.threads)
-    print(f"simulated logistic regression: N = {args.n}, d = 50, {n_draws} draws after "
-          f"{n_warmup} burn-in (exact HMC from the MAP), step {round(0.045 * (100000 / args.n) ** 0.5, 4)}, L ~ U{{1..6}}, "
-          f"{args.threads} thread(s)")
-    # the paper's step 0.045 at N = 100000; the posterior's scale grows as
-    # 1 / sqrt(N), and so does the step, keeping the paper's geometry
-    step = round(0.045 * (100000 / args.n) ** 0.5, 4)
-    common = dict(n_draws=n_draws, n_warmup=n_warmup, chains=1, seed=args.seed,
-                  step_size=step, n_steps=6, random_n_steps=True, adapt=False,
-                  progress=not args.no_progress)
-    n_hidden = 2000
-    q0 = _map_estimate(model)
-    common["init"] = q0
-    rows = []
-    clock = {}
+    return args, methods
 
-    def sample(**kw):
-        t = time.perf_counter()
-        res = fs.sample(model, **kw)
-        clock[kw["method"]] = time.perf_counter() - t
-        return res
 
-    hmc = sample(method="hmc", **common)
-    row, base = _row("HMC", hmc)
-    rows.append(row)
-    notes = []
-    if "rns-hmc" in methods:
-        if args.quick:
-            # --quick trains on 800 exploration states, fewer than the 2000
-            # units: the network alone then misses U by ~1 nat on held-out
-            # states and accepts 0.54 against HMC's 0.74 (0.8x).  With the
-            # Laplace quadratic taken out first (base="laplace", not in the
-            # paper) it only learns the remainder and accepts as HMC does.
-            res = sample(method="rns-hmc",
-                         n_hidden=n_hidden, guard=None, input_scale=0.5,
-                         base="laplace", **common)
-            rows.append(_row(f"RNS-HMC (s = {n_hidden}, Laplace base)", res, base)[0])
-        else:
-            res = sample(method="rns-hmc", n_hidden=n_hidden, guard=None, **common)
-            rows.append(_row(f"RNS-HMC (s = {n_hidden})", res, base)[0])
-    if "arns-hmc" in methods and args.quick and args.methods_given is None:
-        notes.append("ARNS-HMC: left to the full demo (it learns online from 200 points for "
-                     "~2500 iterations; at --quick's length it accepts 0.46 and costs more "
-                     "per iteration than HMC; --methods ...,arns-hmc runs it anyway)")
-    elif "arns-hmc" in methods:
-        # ARNS-HMC learns online for its first ~2500 iterations: give it at least 3000
-        arns = dict(common, n_draws=max(n_draws, 2000 if args.quick else 3000))
-        res = sample(method="arns-hmc", training="states", n_hidden=n_hidden,
-                     n_start=200, **arns)
-        rows.append(_row(f"ARNS-HMC (s = {n_hidden}, from 200 points, "
-                         f"{arns['n_draws']} draws)", res, base)[0])
-    if "nnghmc" in methods:
-        res = sample(method="nnghmc", n_hidden=100, **common)
-        rows.append(_row("NNgHMC (h = 100)", res, base)[0])
-        ev = [e for e in res.info.get("events", []) if e.get("event") == "switch"]
-        notes.append("NNgHMC: " + (f"switched to the network at iteration {ev[0]['iteration']}"
-                                   if ev else "stayed with exact HMC (no trial passed)")
-                     + f", training {res.timings.get('train', 0.0):.1f} s")
-    if "vhmc" in methods:
-        s_v = 500 if args.quick else 1000
-        # VHMC adapts its own step and uses the Laplace metric (the papers' setting)
-        res = sample(method="vhmc", n_draws=n_draws, n_warmup=n_warmup, chains=1,
-                        seed=args.seed, n_hidden=s_v, progress=not args.no_progress)
-        rows.append(_row(f"VHMC (s = {s_v}; approximate)", res, base)[0])
-        rem = fs.diagnostics.relative_error_mean(res.draws.reshape(-1, 50),
-                                                 hmc.draws.reshape(-1, 50).mean(axis=0))
-        notes.append(f"VHMC: draws target exp(-V), not the posterior; relative error of its "
-                     f"mean against the HMC draws' mean {rem:.4f}; training "
-                     f"{res.timings.get('train', 0.0):.1f} s")
-    _print_table(rows)
-    print("AP: acceptance probability; ESS: Geyer's initial monotone sequence over the "
-          "50 coefficients; ms/iter: sampling phase; training time excluded.")
-    for n in notes:
-        print(n)
-    print(f"({time.perf_counter() - t0:.1f} s in all; per method: "
-          + ", ".join(f"{k} {v:.1f} s" for k, v in clock.items()) + ")")
-    return 0
+# The demo's surrogate rows: each ``rows_of(sample, args, common, hmc,
+# base)`` runs its method through ``sample`` (fs.sample on the model, timed)
+# and returns (table rows, notes printed under the table).
+
+_N_HIDDEN = 2000        # the paper's s for RNS-HMC and ARNS-HMC
+
+
+def _rns_hmc_rows(sample, args, common, hmc, base):
+    if args.quick:
+        # --quick trains on 800 exploration states, fewer than the 2000
+        # units: the network alone then misses U by ~1 nat on held-out
+        # states and accepts 0.54 against HMC's 0.74 (0.8x).  With the
+        # Laplace quadratic taken out first (base="laplace", not in the
+        # paper) it only learns the remainder and accepts as HMC does.
+        res = sample(method="rns-hmc",
+                     n_hidden=_N_HIDDEN, guard=None, input_scale=0.5,
+                     base="laplace", **common)
+        return [_row(f"RNS-HMC (s = {_N_HIDDEN}, Laplace base)", res, base)[0]], []
+    res = sample(method="rns-hmc", n_hidden=_N_HIDDEN, guard=None, **common)
+    return [_row(f"RNS-HMC (s = {_N_HIDDEN})", res, base)[0]], []
+
+
+def _arns_hmc_rows(sample, args, common, hmc, base):
+    if args.quick and args.methods_given is None:
+        return [], ["ARNS-HMC: left to the full demo (it learns online from 200 points for "
+                    "~2500 iterations; at --quick's length it accepts 0.46 and costs more "
+                    "per iteration than HMC; --methods ...,arns-hmc runs it anyway)"]
+    # ARNS-HMC learns online for its first ~2500 iterations: give it at least 3000
+    arns = dict(common, n_draws=max(common["n_draws"], 2000 if args.quick else 3000))
+    res = sample(method="arns-hmc", training="states", n_hidden=_N_HIDDEN,
+                 n_start=200, **arns)
+    return [_row(f"ARNS-HMC (s = {_N_HIDDEN}, from 200 points, "
+                 f"{arns['n_draws']} draws)", res, base)[0]], []
+
+
+def _nnghmc_rows(sample, args, common, hmc, base):
+    res = sample(method="nnghmc", n_hidden=100, **common)
+    ev = [e for e in res.info.get("events", []) if e.get("event") == "switch"]
+    note = ("NNgHMC: " + (f"switched to the network at iteration {ev[0]['iteration']}"
+                          if ev else "stayed with exact HMC (no trial passed)")
+            + f", training {res.timings.get('train', 0.0):.1f} s")
+    return [_row("NNgHMC (h = 100)", res, base)[0]], [note]
+
+
+def _vhmc_rows(sample, args, common, hmc, base):
+    s_v = 500 if args.quick else 1000
+    # VHMC adapts its own step and uses the Laplace metric (the papers' setting)
+    res = sample(method="vhmc", n_draws=common["n_draws"], n_warmup=common["n_warmup"],
+                 chains=1, seed=args.seed, n_hidden=s_v, progress=not args.no_progress)
+    rem = fs.diagnostics.relative_error_mean(res.draws.reshape(-1, 50),
+                                             hmc.draws.reshape(-1, 50).mean(axis=0))
+    note = (f"VHMC: draws target exp(-V), not the posterior; relative error of its "
+            f"mean against the HMC draws' mean {rem:.4f}; training "
+            f"{res.timings.get('train', 0.0):.1f} s")
+    return [_row(f"VHMC (s = {s_v}; approximate)", res, base)[0]], [note]
 
 
 def reproduce(argv):

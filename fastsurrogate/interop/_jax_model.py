@@ -108,6 +108,31 @@ def _rebuild(logdensity_fn, example, constrain, grad):
     return from_jax(logdensity_fn, example, constrain=constrain, grad=grad)
 
 
+def _compiled(jax, logdensity_fn, unravel, dim, grad):
+    """Two executables compiled ahead of time for a flat (dim,) float64
+    vector: the log density and its gradient in one (dim + 1,) array (value
+    first; the gradient by ``grad`` mode), and the log density alone."""
+    import jax.numpy as jnp
+
+    def logp(flat):
+        out = jnp.asarray(logdensity_fn(unravel(flat)))
+        if out.shape != ():
+            raise ValueError(f"logdensity_fn must return a scalar; it returned shape {out.shape}")
+        return out
+
+    def logp_and_grad(flat):
+        if grad == "reverse":
+            v, g = jax.value_and_grad(logp)(flat)
+        else:
+            v, g = logp(flat), jax.jacfwd(logp)(flat)
+        return jnp.concatenate([v[None], g])
+
+    spec = jax.ShapeDtypeStruct((dim,), jnp.float64)
+    both = jax.jit(logp_and_grad).lower(spec).compile()
+    value_only = jax.jit(logp).lower(spec).compile()
+    return both, value_only
+
+
 def from_jax(logdensity_fn, example, *, constrain=None, grad="reverse"):
     """A Potential from a JAX log density over a pytree of parameters.
 
@@ -164,23 +189,7 @@ def from_jax(logdensity_fn, example, *, constrain=None, grad="reverse"):
     example64 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, dtype=jnp.float64), example)
     flat0, unravel = ravel_pytree(example64)
     dim = int(flat0.shape[0])
-
-    def logp(flat):
-        out = jnp.asarray(logdensity_fn(unravel(flat)))
-        if out.shape != ():
-            raise ValueError(f"logdensity_fn must return a scalar; it returned shape {out.shape}")
-        return out
-
-    def logp_and_grad(flat):
-        if grad == "reverse":
-            v, g = jax.value_and_grad(logp)(flat)
-        else:
-            v, g = logp(flat), jax.jacfwd(logp)(flat)
-        return jnp.concatenate([v[None], g])
-
-    spec = jax.ShapeDtypeStruct((dim,), jnp.float64)
-    both = jax.jit(logp_and_grad).lower(spec).compile()
-    value_only = jax.jit(logp).lower(spec).compile()
+    both, value_only = _compiled(jax, logdensity_fn, unravel, dim, grad)
 
     def f(q):
         out = np.asarray(both(q))

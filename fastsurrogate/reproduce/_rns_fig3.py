@@ -145,10 +145,26 @@ def reproduce(args):
     """Run the experiment with the options in ``args`` (plus ``args.quick``); return the Markdown report."""
     sizes = args.sizes or ([100, 400] if args.quick else [100, 200, 400, 800, 1600])
     n_draws = args.draws or (2000 if args.quick else 10000)
-    L = args.n_steps
     t_start = time.perf_counter()
     target = make_target()
+    pool = _training_pool(target, sizes, args)
+    rows = _runs(target, pool, sizes, n_draws, args)
+    elapsed = time.perf_counter() - t_start
+    lines = ["# RNS-HMC paper, Figure 3: surrogates of a 32-d Gaussian vs training size", ""]
+    lines += machine_lines()
+    lines += _settings_lines(pool, n_draws, elapsed, args)
+    lines += _table_lines(rows)
+    lines += _summary_lines(rows, sizes)
+    report = "\n".join(lines) + "\n"
+    return report
 
+
+def _training_pool(target, sizes, args):
+    """Steps 1 and 2: the exact-HMC step size for ~0.8 acceptance (dual
+    averaging in a pilot, identity metric), then one exact run at that fixed
+    step, thinned to ``max(sizes) + args.n_test`` states: the nested training
+    sets and, after them, the held-out states."""
+    L = args.n_steps
     # 1. step size for ~0.8 acceptance (dual averaging, identity metric), then fixed
     log("tuning the exact-HMC step size ...")
     pilot = fs.HMC(target, n_steps=L, metric="unit", adapt=True, target_accept=0.8).sample(
@@ -164,11 +180,16 @@ def reproduce(args):
         n_pool * thin, 500, chains=1, seed=args.seed + 1, progress=False)
     Qpool = pool.draws[0, thin - 1::thin][:n_pool]
     Upool = pool.stats["potential"][0, thin - 1::thin][:n_pool]
-    Qtest = Qpool[max(sizes):]
-    q0 = Qtest[-1]
+    return dict(eps=eps, pilot_draws=pilot.n_draws, pilot_ess=pilot_ess, thin=thin,
+                Q=Qpool, U=Upool, Qtest=Qpool[max(sizes):])
 
-    hmc_kw = dict(step_size=eps, n_steps=L, metric="unit", adapt=False)
-    run_kw = dict(chains=1, seed=args.seed + 2, init=q0, progress=False)
+
+def _runs(target, pool, sizes, n_draws, args):
+    """Steps 3 and 4: the exact-HMC baseline, then every surrogate of every
+    training size driving RNS-HMC; rows (method, N, size, fit s, gradient
+    error, chain statistics), the baseline first."""
+    hmc_kw = dict(step_size=pool["eps"], n_steps=args.n_steps, metric="unit", adapt=False)
+    run_kw = dict(chains=1, seed=args.seed + 2, init=pool["Qtest"][-1], progress=False)
 
     # 3. exact HMC baseline
     log("exact HMC baseline ...")
@@ -177,9 +198,9 @@ def reproduce(args):
 
     # 4. surrogates
     for N in sizes:
-        Q, U = Qpool[:N], Upool[:N]
+        Q, U = pool["Q"][:N], pool["U"][:N]
         for method, size, pot, t_fit, gp in fit_surrogates(Q, U, N, args, args.seed + 3):
-            gerr = grad_error(pot, target, Qtest)
+            gerr = grad_error(pot, target, pool["Qtest"])
             res = fs.RNSHMC(target,
                             surrogate=pot, guard=None, **hmc_kw).sample(n_draws, 0, **run_kw)
             st = chain_stats(res)
@@ -190,17 +211,19 @@ def reproduce(args):
             rows.append((method, str(N), size + extra, fmt(t_fit, ".3f"), fmt(gerr, ".3f"), st))
             log(f"  N={N:5d} {method:12s} {size:7s} fit {t_fit:7.3f}s grad err {gerr:6.3f} "
                 f"acc {st['acc']:.3f} min ESS/s {st['ess_s']:.0f}")
+    return rows
 
-    elapsed = time.perf_counter() - t_start
-    lines = ["# RNS-HMC paper, Figure 3: surrogates of a 32-d Gaussian vs training size", ""]
-    lines += machine_lines()
-    lines += [
+
+def _settings_lines(pool, n_draws, elapsed, args):
+    """The bullets after the machine lines: target, leapfrog, training states, runs."""
+    return [
         f"- target: N(0, S), d = {DIM}, S = 0.01 I + 0.99 u u^T, u = 1/sqrt({DIM})",
-        f"- leapfrog: step size {eps:.4g} (dual averaging to 0.8 in a pilot, then fixed), "
-        f"L = {L} (steps uniform on 1..L), identity metric; exact Metropolis test everywhere",
-        f"- training states: exact HMC at that step size, thinned by {thin} "
-        f"(pilot: {pilot.n_draws} draws, min Geyer ESS {pilot_ess:.0f}); nested sets of N; "
-        f"{args.n_test} disjoint held-out states for the gradient error",
+        f"- leapfrog: step size {pool['eps']:.4g} (dual averaging to 0.8 in a pilot, then fixed), "
+        f"L = {args.n_steps} (steps uniform on 1..L), identity metric; exact Metropolis test "
+        f"everywhere",
+        f"- training states: exact HMC at that step size, thinned by {pool['thin']} "
+        f"(pilot: {pool['pilot_draws']} draws, min Geyer ESS {pool['pilot_ess']:.0f}); nested "
+        f"sets of N; {args.n_test} disjoint held-out states for the gradient error",
         f"- every sampling run: {n_draws} iterations, no warm-up, started at a held-out state, "
         f"same seed; `fs.RNSHMC(target, surrogate=..., guard=None, adapt=False)`",
         f"- GP / FITC: isotropic SE kernel, hyper-parameters by maximum marginal likelihood "
@@ -211,6 +234,12 @@ def reproduce(args):
         f"- elapsed: {elapsed:.1f} s (load average at the end: "
         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())})",
         "",
+    ]
+
+
+def _table_lines(rows):
+    """The table, one line per row; a note when a chain was (nearly) stuck."""
+    lines = [
         "| method | N | size | fit s | grad rel. err | acceptance | min ESS | sample s | min ESS / s |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
@@ -221,7 +250,14 @@ def reproduce(args):
     if any(r[5]["acc"] < STUCK for r in rows):
         lines += ["", f"\\* acceptance below {STUCK}: the chain barely moved, so its ESS "
                   "estimate (and ESS/s) is not meaningful; read it as 'no useful samples'."]
-    lines += ["", "Computed from the table above (no hand-written claims):", ""]
+    return lines
+
+
+def _summary_lines(rows, sizes):
+    """What the table shows, computed from its rows: the best surrogate per N
+    and, per method, the change from the smallest to the largest N."""
+    base = rows[0][5]
+    lines = ["", "Computed from the table above (no hand-written claims):", ""]
     for N in sizes:
         sub = [r for r in rows[1:] if r[1] == str(N)]
         best_acc = max(sub, key=lambda r: r[5]["acc"])
@@ -237,5 +273,4 @@ def reproduce(args):
             lines.append(f"- {method}: fit {a[3]} s -> {b[3]} s, sampling {a[5]['t']:.3f} s -> "
                          f"{b[5]['t']:.3f} s, acceptance {a[5]['acc']:.3f} -> {b[5]['acc']:.3f} "
                          f"(N = {n0} -> {n1})")
-    report = "\n".join(lines) + "\n"
-    return report
+    return lines

@@ -80,8 +80,9 @@ import time
 import numpy as np
 
 import fastsurrogate as fs
+from . import _rns_fig7 as f7
 from ._report import (cache_dir, cpu_model, log, machine_line,  # noqa: F401
-                      problems_report)
+                      markdown_table, problems_report)
 
 
 
@@ -259,14 +260,26 @@ def _options_text(options):
     return ", " + ", ".join(f"{k}={v}" for k, v in options.items()) if options else ""
 
 def _one_problem(name, args, budgets):
-    from . import _rns_fig7 as f7
-    from ._report import markdown_table
+    """The report section of one problem: truth, pilots, the runs, tables (a) and (b)."""
     t_start = time.perf_counter()
     args = _problem_args(name, args)
     model, q0, desc, key = f7.make_problem(name, args)
     # the simulated problem starts at beta = 0 (this table's earlier setting); the others at
     # the MAP, as rns-table1
     init = np.zeros(model.dim) if name == "sim" else q0
+    truth, truth_src, floor = _truth(name, model, init, key, args)
+    runs = _runs(name, model, init, args, budgets[-1], truth["mean"])
+    acc = _acceptance(runs[0], args)
+    rem_rows, wins = _rem_table(runs, budgets, args, truth["mean"])
+    L = (_settings_lines(name, desc, args, runs, truth, truth_src, floor, t_start)
+         + _acceptance_lines(name, args, acc)
+         + _rem_lines(name, args, budgets, len(runs), rem_rows, wins, floor))
+    return "\n".join(L)
+
+
+def _truth(name, model, init, key, args):
+    """(truth, where it came from, its Monte Carlo floor in REM units): the
+    posterior mean of a long exact-HMC run, cached."""
     cfg = dict(step_size=args.step, n_steps=args.n_steps)
     n_truth = args.truth_iter or (3000 if args.quick else f7.PROBLEMS[name]["truth"])
     if args.cache and name == "sim":
@@ -278,11 +291,14 @@ def _one_problem(name, args, budgets):
     mcse = np.asarray(truth["mcse"])
     floor = (math.sqrt(2 / math.pi) * float(np.sum(mcse)) / float(np.sum(np.abs(tmean)))
              if args.rem == "l1" else float(np.sqrt(np.sum(mcse ** 2)) / np.linalg.norm(tmean)))
+    return truth, truth_src, floor
 
-    run_kw = dict(chains=1, seed=args.seed, init=init, progress=False)
-    bmax = budgets[-1]
+
+def _run_lengths(name, model, args, bmax, tmean, run_kw):
+    """(HMC, RNS-HMC, ARNS-HMC) draws that fill the largest budget ``bmax``
+    twice over, from short pilots (rerun longer while a pilot's sampling is
+    too short to time, see rns-fig7's pilot_cost)."""
     log(f"  [{name}] pilots ...")
-    # pilots (rerun longer while a pilot's sampling is too short to time, see pilot_cost)
     c_hmc = f7.pilot_cost(lambda n: make_hmc(model, args).sample(
         n, 0, chains=1, seed=args.seed + 1, init=tmean, progress=False), 300)[1]
     pre_arns, c_arns = f7.pilot_cost(lambda n: make_arns(model, args).sample(
@@ -298,6 +314,13 @@ def _one_problem(name, args, budgets):
         pre_rns, c_rns = f7.pilot_cost(lambda n: make_rns(model, args).sample(
             n, args.rns_explore, **dict(run_kw, seed=args.seed + 1)), args.rns_explore)
         n_rns = int(2.0 * max(bmax - pre_rns, 0) / c_rns) + 100
+    return n_hmc, n_rns, n_arns
+
+
+def _runs(name, model, init, args, bmax, tmean):
+    """[(HMC, RNS-HMC or None, ARNS-HMC)] Results, one triple per replicate."""
+    run_kw = dict(chains=1, seed=args.seed, init=init, progress=False)
+    n_hmc, n_rns, n_arns = _run_lengths(name, model, args, bmax, tmean, run_kw)
 
     def triple(seed):
         kw = dict(run_kw, seed=seed)
@@ -313,10 +336,15 @@ def _one_problem(name, args, budgets):
     for r in range(1, args.replicates):
         log(f"  [{name}] replicate {r}, seed {args.seed + 7919 * r} ...")
         runs.append(triple(args.seed + 7919 * r))
-    hmc, rns, arns = runs[0]
-    same_explore = bool(np.array_equal(hmc.warmup_draws, arns.warmup_draws))
+    return runs
 
-    # (a) acceptance in windows
+
+def _acceptance(triple, args):
+    """Table (a) of the first replicate: a dict with the rows (windows of
+    ``args.window`` iterations, then blocks of 8 windows, then all), HMC's
+    mean acceptance, the end of the first window where ARNS reaches 90 % of
+    it (or None), the number of windows and whether the bar is met."""
+    hmc, rns, arns = triple
     a_h = hmc.stats["accept_prob"][0]
     a_a = arns.stats["accept_prob"][0]
     a_r = rns.stats["accept_prob"][0] if rns is not None else np.empty(0)
@@ -334,20 +362,25 @@ def _one_problem(name, args, budgets):
         if first is None and ma >= 0.9 * acc_h:
             first = (k + 1) * w
         win_rows.append((k * w, (k + 1) * w))
-    bar_a = first is not None and first <= args.acc_iters
     shown = min(n_win, max(16, math.ceil(args.acc_iters / w) + 4))
-    acc_rows = [[f"{lo + 1}-{hi}", wmean(a_a, lo, hi), wmean(a_r, lo, hi), wmean(a_h, lo, hi)]
-                for lo, hi in win_rows[:shown]]
+    rows = [[f"{lo + 1}-{hi}", wmean(a_a, lo, hi), wmean(a_r, lo, hi), wmean(a_h, lo, hi)]
+            for lo, hi in win_rows[:shown]]
     block = 8 * w
     for lo in range(shown * w, n_win * w, block):
         hi = min(lo + block, n_win * w)
-        acc_rows.append([f"{lo + 1}-{hi} (mean)", format(float(a_a[lo:hi].mean()), ".3f"),
-                         format(float(a_r[lo:hi].mean()), ".3f") if len(a_r[lo:hi]) else "-",
-                         format(float(a_h[lo:hi].mean()), ".3f") if len(a_h[lo:hi]) else "-"])
-    acc_rows.append(["all (mean)", f"{float(a_a.mean()):.3f}",
-                     f"{float(a_r.mean()):.3f}" if len(a_r) else "-", f"{acc_h:.3f}"])
+        rows.append([f"{lo + 1}-{hi} (mean)", format(float(a_a[lo:hi].mean()), ".3f"),
+                     format(float(a_r[lo:hi].mean()), ".3f") if len(a_r[lo:hi]) else "-",
+                     format(float(a_h[lo:hi].mean()), ".3f") if len(a_h[lo:hi]) else "-"])
+    rows.append(["all (mean)", f"{float(a_a.mean()):.3f}",
+                 f"{float(a_r.mean()):.3f}" if len(a_r) else "-", f"{acc_h:.3f}"])
+    return dict(rows=rows, acc_h=acc_h, first=first, n_win=n_win,
+                bar=first is not None and first <= args.acc_iters)
 
-    # (b) REM at fixed wall time, medians over the replicates
+
+def _rem_table(runs, budgets, args, tmean):
+    """Table (b): one row per budget (medians over the replicates, the
+    lowest, the first replicate's states), and per budget whether ARNS's
+    REM is below HMC's."""
     rem_rows, wins = [], []
     for b in budgets:
         cells, meds = [], []
@@ -373,64 +406,83 @@ def _one_problem(name, args, budgets):
         nstates = " / ".join(str(_rem(t, b, args.burn_in, tmean, args.rem)[0])
                              if t is not None else "-" for t in runs[0])
         rem_rows.append([f"{b:g}", *cells, lowest, nstates])
+    return rem_rows, wins
 
+
+def _settings_lines(name, desc, args, runs, truth, truth_src, floor, t_start):
+    """The section's heading and the bullets that say what ran and how long it took."""
+    hmc, rns, arns = runs[0]
+    a_r = rns.stats["accept_prob"][0] if rns is not None else np.empty(0)
+    same_explore = bool(np.array_equal(hmc.warmup_draws, arns.warmup_draws))
     pre_h, per_h = phase_times(hmc)
     pre_a, per_a = phase_times(arns)
+    return [
+        f"### {name}", "",
+        f"- data: {desc}; step {args.step}, L = {args.n_steps} (steps uniform on 1..L), identity "
+        f"metric, adapt=False; start at {'beta = 0' if name == 'sim' else 'the MAP'}; seed "
+        f"{args.seed}",
+        f"- ARNS-HMC: n_start = {args.n_start}, n_hidden = {args.n_hidden} (softplus"
+        + _options_text(args.arns_options)
+        + f"), exploration = {args.explore} exact iterations (HMC uses the same "
+        f"{args.explore} as burn-in; the two exploration chains are "
+        f"{'identical' if same_explore else 'NOT identical'}), update_every = "
+        f"{args.update_every}, switch probability t^-0.5, online updates "
+        + (f"stop after {args.max_points} points (at iteration "
+           f"{arns.info['adaptation_stopped'][0]})" if args.max_points else "for the whole run"),
+        (f"- RNS-HMC (Algorithm 3, no guard): {args.rns_explore} exact "
+         f"exploration iterations, the network (s = {args.n_hidden}"
+         + _options_text(args.rns_options)
+         + f") trained once on the states after the first 20 %: exploration "
+         f"{rns.timings.get('warmup', 0):.2f} s + training {rns.timings.get('train', 0):.2f} s, "
+         f"{rns.n_draws} draws at {phase_times(rns)[1] * 1e3:.2f} ms/iter, acceptance "
+         f"{float(a_r.mean()):.3f}") if rns is not None else "- RNS-HMC: not run (--rns-explore 0)",
+        f"- truth: posterior mean of {int(truth['n_iter'])} exact-HMC iterations ({truth_src}); "
+        f"its own Monte Carlo error is about REM {floor:.2g}",
+        f"- exact HMC: exploration {pre_h:.2f} s, {hmc.n_draws} draws at {per_h * 1e3:.2f} "
+        f"ms/iter, acceptance {float(hmc.stats['accept_prob'][0].mean()):.3f}",
+        f"- ARNS-HMC: exploration {arns.timings.get('warmup', 0):.2f} s + training "
+        f"{arns.timings.get('train', 0):.2f} s, {arns.n_draws} draws at {per_a * 1e3:.2f} "
+        f"ms/iter, acceptance {float(arns.stats['accept_prob'][0].mean()):.3f}, "
+        f"{len(arns.info['switch_iterations'][0])} surrogate switches, "
+        f"{arns.info['batch_resolves'][0]} batch re-solves",
+        f"- {time.perf_counter() - t_start:.0f} s for this problem",
+        ""]
+
+
+def _acceptance_lines(name, args, acc):
+    """Subsection (a): the acceptance table and its bar."""
+    w, first, acc_h = args.window, acc["first"], acc["acc_h"]
+    return [
+        f"#### {name} (a): acceptance", "",
+        f"Mean acceptance probability in windows of {w} iterations after the exploration "
+        "(later: means over blocks of 8 windows).", "",
+        markdown_table(["iterations", "ARNS-HMC", "RNS-HMC", "exact HMC"], acc["rows"]), "",
+        f"First window with ARNS acceptance >= 90% of HMC's mean ({0.9 * acc_h:.3f}): "
+        + (f"iterations {first - w + 1}-{first}" if first
+           else f"none in {acc['n_win'] * w} iterations")
+        + f".  Bar (within {args.acc_iters} iterations): {'MET' if acc['bar'] else 'NOT MET'}.",
+        ""]
+
+
+def _rem_lines(name, args, budgets, n_runs, rem_rows, wins, floor):
+    """Subsection (b): the REM table at fixed wall time and its bar."""
     norm_txt = ("||mean - truth||_2 / ||truth||_2 (L2, the RNS-HMC paper's)" if args.rem == "l2"
                 else "sum |mean - truth| / sum |truth| (L1)")
-    L = [f"### {name}", "",
-         f"- data: {desc}; step {args.step}, L = {args.n_steps} (steps uniform on 1..L), identity "
-         f"metric, adapt=False; start at {'beta = 0' if name == 'sim' else 'the MAP'}; seed "
-         f"{args.seed}",
-         f"- ARNS-HMC: n_start = {args.n_start}, n_hidden = {args.n_hidden} (softplus"
-         + _options_text(args.arns_options)
-         + f"), exploration = {args.explore} exact iterations (HMC uses the same "
-         f"{args.explore} as burn-in; the two exploration chains are "
-         f"{'identical' if same_explore else 'NOT identical'}), update_every = "
-         f"{args.update_every}, switch probability t^-0.5, online updates "
-         + (f"stop after {args.max_points} points (at iteration "
-            f"{arns.info['adaptation_stopped'][0]})" if args.max_points else "for the whole run"),
-         (f"- RNS-HMC (Algorithm 3, no guard): {args.rns_explore} exact "
-          f"exploration iterations, the network (s = {args.n_hidden}"
-          + _options_text(args.rns_options)
-          + f") trained once on the states after the first 20 %: exploration "
-          f"{rns.timings.get('warmup', 0):.2f} s + training {rns.timings.get('train', 0):.2f} s, "
-          f"{rns.n_draws} draws at {phase_times(rns)[1] * 1e3:.2f} ms/iter, acceptance "
-          f"{float(a_r.mean()):.3f}") if rns is not None else "- RNS-HMC: not run (--rns-explore 0)",
-         f"- truth: posterior mean of {int(truth['n_iter'])} exact-HMC iterations ({truth_src}); "
-         f"its own Monte Carlo error is about REM {floor:.2g}",
-         f"- exact HMC: exploration {pre_h:.2f} s, {hmc.n_draws} draws at {per_h * 1e3:.2f} "
-         f"ms/iter, acceptance {acc_h:.3f}",
-         f"- ARNS-HMC: exploration {arns.timings.get('warmup', 0):.2f} s + training "
-         f"{arns.timings.get('train', 0):.2f} s, {arns.n_draws} draws at {per_a * 1e3:.2f} "
-         f"ms/iter, acceptance {float(a_a.mean()):.3f}, "
-         f"{len(arns.info['switch_iterations'][0])} surrogate switches, "
-         f"{arns.info['batch_resolves'][0]} batch re-solves",
-         f"- {time.perf_counter() - t_start:.0f} s for this problem",
-         "",
-         f"#### {name} (a): acceptance", "",
-         f"Mean acceptance probability in windows of {w} iterations after the exploration "
-         "(later: means over blocks of 8 windows).", "",
-         markdown_table(["iterations", "ARNS-HMC", "RNS-HMC", "exact HMC"], acc_rows), "",
-         f"First window with ARNS acceptance >= 90% of HMC's mean ({0.9 * acc_h:.3f}): "
-         + (f"iterations {first - w + 1}-{first}" if first else f"none in {n_win * w} iterations")
-         + f".  Bar (within {args.acc_iters} iterations): {'MET' if bar_a else 'NOT MET'}.",
-         "",
-         f"#### {name} (b): REM at fixed wall time", "",
-         f"REM = {norm_txt} of all states after the first {args.burn_in} of each chain "
-         "(exploration states included) done when the wall clock reaches the budget; elapsed "
-         "time includes exploration and training, mapped linearly within each phase from the "
-         "per-phase timings (ARNS: within each chunk, from the clock marks it records)"
-         + (f"; medians over {len(runs)} independent replicates (cells say how many reached "
-            "the budget when not all did); states: the first replicate's" if len(runs) > 1
-            else "") + ".", "",
-         markdown_table(["budget s", "HMC REM", "RNS-HMC REM", "ARNS REM", "lowest",
-                         "states (HMC / RNS / ARNS)"], rem_rows), "",
-         "Bar (ARNS REM below HMC's at a fixed budget): "
-         + ("MET at " + ", ".join(f"{b:g} s" for b, ok in zip(budgets, wins) if ok)
-            if any(wins) else "NOT MET at any budget")
-         + f".  Truth error floor ~{floor:.2g}."]
-    return "\n".join(L)
+    return [
+        f"#### {name} (b): REM at fixed wall time", "",
+        f"REM = {norm_txt} of all states after the first {args.burn_in} of each chain "
+        "(exploration states included) done when the wall clock reaches the budget; elapsed "
+        "time includes exploration and training, mapped linearly within each phase from the "
+        "per-phase timings (ARNS: within each chunk, from the clock marks it records)"
+        + (f"; medians over {n_runs} independent replicates (cells say how many reached "
+           "the budget when not all did); states: the first replicate's" if n_runs > 1
+           else "") + ".", "",
+        markdown_table(["budget s", "HMC REM", "RNS-HMC REM", "ARNS REM", "lowest",
+                        "states (HMC / RNS / ARNS)"], rem_rows), "",
+        "Bar (ARNS REM below HMC's at a fixed budget): "
+        + ("MET at " + ", ".join(f"{b:g} s" for b, ok in zip(budgets, wins) if ok)
+           if any(wins) else "NOT MET at any budget")
+        + f".  Truth error floor ~{floor:.2g}."]
 
 
 def reproduce(args):

@@ -61,6 +61,9 @@ import time
 
 import numpy as np
 
+import fastsurrogate as fs
+from ..diagnostics.approximation import grid, kl_divergence_grid, score_matching_distance_grid
+from ..surrogates.laplace import LaplaceApproximation
 from ._report import log, machine_line, markdown_table
 
 CORE = 1e-3     # the posterior's core: density above CORE x its maximum
@@ -182,40 +185,57 @@ def contour_png(path, model, panels, bounds, n_grid=151):
 
 def reproduce(args):
     """Run the sweep; return the Markdown report."""
-    import fastsurrogate as fs
-    from fastsurrogate.diagnostics.approximation import (grid, kl_divergence_grid,
-                                                         score_matching_distance_grid)
     _check(args)
     t_start = time.perf_counter()
     model = fs.models.Banana()
     bounds, outside = posterior_box(model)
     Q, cell, _ = grid(bounds, args.n_grid)
     le = log_density(model, Q, cell)
+    lap, reg_name = _regulariser(model, args, Q, cell, le)
+    measure = _measurer(model, bounds, args.n_grid, Q, cell, le)
+    rows, panels, med = _sweep(model, lap, measure, args)
+    lines = _report_lines(args, reg_name, bounds, outside, rows, med, t_start)
+    out = getattr(args, "out_dir", None)
+    if out:
+        os.makedirs(out, exist_ok=True)
+        png = contour_png(os.path.join(out, "vhmc-fig1-contours.png"), model, panels, bounds)
+        if png:
+            lines += ["", f"![exp(-V) against s]({os.path.basename(png)})"]
+    return "\n".join(lines)
+
+
+def _regulariser(model, args, Q, cell, le):
+    """(VHMC's Gaussian regulariser as a LaplaceApproximation, the report's
+    words for it), by ``args.regulariser``; ``le``: the exact log density
+    at the grid points Q (cells of volume ``cell``)."""
     if args.regulariser == "laplace":
         # the banana is symmetric in q1 with two modes (q1 = +-0.66); from zeros
         # the optimiser stops at the saddle q1 = 0: start it in the upper arm
         lap = fs.surrogates.laplace_approximation(model, init=np.array([0.5, 0.5]))
-        reg_name = (f"the Laplace approximation at the mode ({lap.mean[0]:.3f}, "
-                    f"{lap.mean[1]:.3f}) (the paper's regulariser)")
-    elif args.regulariser == "pilot":
-        from fastsurrogate.surrogates.laplace import LaplaceApproximation
+        return lap, (f"the Laplace approximation at the mode ({lap.mean[0]:.3f}, "
+                     f"{lap.mean[1]:.3f}) (the paper's regulariser)")
+    if args.regulariser == "pilot":
         pilot = fs.sample(model, "nuts", n_draws=args.pilot, n_warmup=500, chains=1,
                           seed=args.seed, init=np.zeros(2), progress=False)
         X = pilot.draws.reshape(-1, 2)
         mean, cov = X.mean(axis=0), np.cov(X, rowvar=False)
         lap = LaplaceApproximation(mean, np.linalg.inv(0.5 * (cov + cov.T)))
-        reg_name = (f"the Gaussian with the mean ({mean[0]:.3f}, {mean[1]:.3f}) and covariance "
-                    f"of an exact NUTS pilot run ({args.pilot} draws after 500 warm-up), not "
-                    f"the paper's Laplace approximation: see --regulariser")
-    else:
-        from fastsurrogate.surrogates.laplace import LaplaceApproximation
-        p = np.exp(le) * cell
-        mean = p @ Q
-        cov = (Q - mean).T @ ((Q - mean) * p[:, None])
-        lap = LaplaceApproximation(mean, np.linalg.inv(0.5 * (cov + cov.T)))
-        reg_name = (f"the Gaussian with the posterior's exact mean ({mean[0]:.3f}, "
-                    f"{mean[1]:.3f}) and covariance (by quadrature on the grid: an oracle), "
-                    f"not the paper's Laplace approximation: see --regulariser")
+        return lap, (f"the Gaussian with the mean ({mean[0]:.3f}, {mean[1]:.3f}) and covariance "
+                     f"of an exact NUTS pilot run ({args.pilot} draws after 500 warm-up), not "
+                     f"the paper's Laplace approximation: see --regulariser")
+    p = np.exp(le) * cell
+    mean = p @ Q
+    cov = (Q - mean).T @ ((Q - mean) * p[:, None])
+    lap = LaplaceApproximation(mean, np.linalg.inv(0.5 * (cov + cov.T)))
+    return lap, (f"the Gaussian with the posterior's exact mean ({mean[0]:.3f}, "
+                 f"{mean[1]:.3f}) and covariance (by quadrature on the grid: an oracle), "
+                 f"not the paper's Laplace approximation: see --regulariser")
+
+
+def _measurer(model, bounds, n_grid, Q, cell, le):
+    """measure(pot) -> the distances of exp(-pot) to the posterior on the
+    grid: KL, Hellinger (on the box and on the core), the mass outside the
+    core, the score-matching distance."""
     core = le > le.max() + np.log(CORE)
     lc = le[core] - np.log(np.sum(np.exp(le[core])) * cell)
 
@@ -223,17 +243,23 @@ def reproduce(args):
         la = log_density(pot, Q, cell)
         spurious = float(np.sum(np.exp(la[~core])) * cell)
         lac = la[core] - np.log(max(np.sum(np.exp(la[core])) * cell, 1e-300))
-        return dict(kl=kl_divergence_grid(pot, model, bounds, args.n_grid),
+        return dict(kl=kl_divergence_grid(pot, model, bounds, n_grid),
                     h=hellinger(la, le, cell), h_core=hellinger(lac, lc, cell),
                     spurious=spurious,
-                    sm=score_matching_distance_grid(pot, model, bounds, args.n_grid))
+                    sm=score_matching_distance_grid(pot, model, bounds, n_grid))
+    return measure
 
-    def fmt(x):
-        return f"{x:.3g}"
 
+def _fmt(x):
+    return f"{x:.3g}"
+
+
+def _sweep(model, lap, measure, args):
+    """(table rows: the regulariser's, then one per s with the medians over
+    the random bases; contour panels of each s's first basis; s -> medians)."""
     m_l = measure(lap.potential)
-    rows = [["regulariser", fmt(m_l["h"]), "-", fmt(m_l["h_core"]), fmt(m_l["spurious"]),
-             fmt(m_l["kl"]), fmt(m_l["sm"]), "-", "-"]]
+    rows = [["regulariser", _fmt(m_l["h"]), "-", _fmt(m_l["h_core"]), _fmt(m_l["spurious"]),
+             _fmt(m_l["kl"]), _fmt(m_l["sm"]), "-", "-"]]
     panels = []
     med = {}
     for s in args.hidden:
@@ -250,41 +276,39 @@ def reproduce(args):
             log(f"  s = {s}, seed {k}: " + ", ".join(f"{a} {b:.4g}" for a, b in ms[-1].items()))
         col = {key: np.array([x[key] for x in ms]) for key in ms[0]}
         med[s] = {key: float(np.median(v)) for key, v in col.items()}
-        rows.append([str(s), fmt(med[s]["h"]), ", ".join(f"{x:.2f}" for x in col["h"]),
-                     fmt(med[s]["h_core"]), fmt(med[s]["spurious"]), fmt(med[s]["kl"]),
-                     fmt(med[s]["sm"]), f"{np.mean(accs):.3f}", f"{np.mean(secs):.2f}"])
+        rows.append([str(s), _fmt(med[s]["h"]), ", ".join(f"{x:.2f}" for x in col["h"]),
+                     _fmt(med[s]["h_core"]), _fmt(med[s]["spurious"]), _fmt(med[s]["kl"]),
+                     _fmt(med[s]["sm"]), f"{np.mean(accs):.3f}", f"{np.mean(secs):.2f}"])
+    return rows, panels, med
+
+
+def _report_lines(args, reg_name, bounds, outside, rows, med, t_start):
+    """The report: settings, the table, whether the distance falls with s."""
     head = ["s", "Hellinger: median", "per basis", "Hellinger on the core: median",
             "exp(-V) mass outside the core: median", "KL(exp(-V) \\|\\| posterior), nats: "
             "median", "score-matching distance: median", "acceptance", "training s"]
     s_lo, s_hi = min(args.hidden), max(args.hidden)
     falls = med[s_hi]["h"] < 0.9 * med[s_lo]["h"]
-    lines = [machine_line(),
-             f"banana (the RNS-HMC paper's, fs.models.Banana(): 100 observations, sigma_y = 2, "
-             f"prior N(0, I)); VHMC's regulariser (and input whitening, and the chain's "
-             f"start): {reg_name}; VHMC with {args.train} training "
-             f"iterations (n_s = {max(1, args.train // 10)}), input_scale {args.input_scale}, "
-             f"{args.draws} draws after training, {args.seeds} random bases per s; grid "
-             f"{args.n_grid} x {args.n_grid} over the box q0 in [{bounds[0][0]:.2f}, "
-             f"{bounds[0][1]:.2f}], q1 in [{bounds[1][0]:.2f}, {bounds[1][1]:.2f}] (where the "
-             f"posterior exceeds 1e-6 x its maximum; exact mass outside {outside:.1e}); the "
-             f"core is where it exceeds {CORE:g} x its maximum; "
-             f"{time.perf_counter() - t_start:.0f} s", "",
-             "Distance between exp(-V) (normalised on the box) and the posterior, by "
-             "quadrature on the grid (no Monte Carlo error; the spread is over random bases). "
-             "Hellinger distance in [0, 1]; 1 means exp(-V) puts its mass where the posterior "
-             "has none: far from the chain's states the softplus units extrapolate linearly "
-             "and V can fall below its values on the banana (mass at the box's edge; with few "
-             "units the chain itself can run off). The core columns separate the shape on "
-             "the banana from that spurious mass.", "",
-             markdown_table(head, rows), "",
-             f"Hellinger distance, median over bases: s = {s_lo}: {med[s_lo]['h']:.3g}, "
-             f"s = {s_hi}: {med[s_hi]['h']:.3g}: "
-             f"{'falls' if falls else 'does NOT fall'} (by 10 % or more) from the smallest to the "
-             f"largest s."]
-    out = getattr(args, "out_dir", None)
-    if out:
-        os.makedirs(out, exist_ok=True)
-        png = contour_png(os.path.join(out, "vhmc-fig1-contours.png"), model, panels, bounds)
-        if png:
-            lines += ["", f"![exp(-V) against s]({os.path.basename(png)})"]
-    return "\n".join(lines)
+    return [machine_line(),
+            f"banana (the RNS-HMC paper's, fs.models.Banana(): 100 observations, sigma_y = 2, "
+            f"prior N(0, I)); VHMC's regulariser (and input whitening, and the chain's "
+            f"start): {reg_name}; VHMC with {args.train} training "
+            f"iterations (n_s = {max(1, args.train // 10)}), input_scale {args.input_scale}, "
+            f"{args.draws} draws after training, {args.seeds} random bases per s; grid "
+            f"{args.n_grid} x {args.n_grid} over the box q0 in [{bounds[0][0]:.2f}, "
+            f"{bounds[0][1]:.2f}], q1 in [{bounds[1][0]:.2f}, {bounds[1][1]:.2f}] (where the "
+            f"posterior exceeds 1e-6 x its maximum; exact mass outside {outside:.1e}); the "
+            f"core is where it exceeds {CORE:g} x its maximum; "
+            f"{time.perf_counter() - t_start:.0f} s", "",
+            "Distance between exp(-V) (normalised on the box) and the posterior, by "
+            "quadrature on the grid (no Monte Carlo error; the spread is over random bases). "
+            "Hellinger distance in [0, 1]; 1 means exp(-V) puts its mass where the posterior "
+            "has none: far from the chain's states the softplus units extrapolate linearly "
+            "and V can fall below its values on the banana (mass at the box's edge; with few "
+            "units the chain itself can run off). The core columns separate the shape on "
+            "the banana from that spurious mass.", "",
+            markdown_table(head, rows), "",
+            f"Hellinger distance, median over bases: s = {s_lo}: {med[s_lo]['h']:.3g}, "
+            f"s = {s_hi}: {med[s_hi]['h']:.3g}: "
+            f"{'falls' if falls else 'does NOT fall'} (by 10 % or more) from the smallest to the "
+            f"largest s."]

@@ -106,8 +106,25 @@ def reproduce(args):
     # the Fisher information is one more pass over the data
     lap_evals = lap.info["n_evaluations"] + 1
     truth, n_truth, truth_floor, src = load_or_run_truth(model, lap, args)
-    floor = rmse(truth, beta)
+    hmc_rows, vhmc_rows = _reps(model, lap, lap_evals, args)
+    errors = _Errors(hmc_rows, vhmc_rows, lap.mean, lap_evals, beta, truth, args.reps)
+    L = ["# VHMC paper, Figure 3: probit regression, error vs likelihood evaluations", ""]
+    L += _settings_lines(model, lap, lap_evals, t_lap, hmc_rows, vhmc_rows, args)
+    L += [f"- exact posterior mean: {n_truth} HMC draws ({src}); its RMSE to the true beta "
+          f"(the floor of the first number) is {rmse(truth, beta):.5f}; its own Monte Carlo "
+          f"RMSE ~{truth_floor:.1e}",
+          f"- {args.reps} reps (sampler seeds), means over reps; elapsed "
+          f"{time.perf_counter() - t_start:.0f} s",
+          ""]
+    L += errors.table_lines()
+    report = "\n".join(L) + "\n"
+    return report
 
+
+def _reps(model, lap, lap_evals, args):
+    """(HMC rows, VHMC rows), one per rep: HMC's (evaluations, running mean,
+    acceptance, timings) and VHMC's (total evaluations, mean of its draws,
+    acceptance, timings)."""
     hmc_rows, vhmc_rows = [], []
     for r in range(args.reps):
         log(f"rep {r}: HMC ...")
@@ -121,61 +138,75 @@ def reproduce(args):
         e_v = lap_evals + ev["train"][0]
         vhmc_rows.append((e_v, res.draws[0].mean(axis=0), float(res.acceptance_rate.mean()),
                           res.timings))
+    return hmc_rows, vhmc_rows
 
-    def at(E):
+
+class _Errors:
+    """Each method's errors after a number of likelihood evaluations."""
+
+    def __init__(self, hmc_rows, vhmc_rows, lap_mean, lap_evals, beta, truth, reps):
+        self.hmc_rows, self.vhmc_rows = hmc_rows, vhmc_rows
+        self.lap_mean, self.lap_evals = lap_mean, lap_evals
+        self.beta, self.truth, self.reps = beta, truth, reps
+
+    def at(self, E):
         """Mean over reps of (RMSE to beta, RMSE to the posterior mean) per method, or None."""
+        beta, truth = self.beta, self.truth
         h_b, h_t = [], []
-        for evals, running, _, _ in hmc_rows:
+        for evals, running, _, _ in self.hmc_rows:
             k = int(np.searchsorted(evals, E, side="right"))
             if k >= 1:
                 h_b.append(rmse(running[k - 1], beta))
                 h_t.append(rmse(running[k - 1], truth))
-        v_b = [rmse(m, beta) for e, m, _, _ in vhmc_rows if e <= E]
-        v_t = [rmse(m, truth) for e, m, _, _ in vhmc_rows if e <= E]
-        lp = (rmse(lap.mean, beta), rmse(lap.mean, truth)) if lap_evals <= E else None
+        v_b = [rmse(m, beta) for e, m, _, _ in self.vhmc_rows if e <= E]
+        v_t = [rmse(m, truth) for e, m, _, _ in self.vhmc_rows if e <= E]
+        lp = ((rmse(self.lap_mean, beta), rmse(self.lap_mean, truth))
+              if self.lap_evals <= E else None)
         h = (np.mean(h_b), np.mean(h_t), len(h_b)) if h_b else None
         v = (np.mean(v_b), np.mean(v_t), len(v_b)) if v_b else None
         return h, v, lp
 
-    def cell(x):
+    def cell(self, x):
         return "-" if x is None else f"{x[0]:.5f} / {x[1]:.5f}" + (
-            f" ({x[2]}/{args.reps})" if len(x) > 2 and x[2] < args.reps else "")
+            f" ({x[2]}/{self.reps})" if len(x) > 2 and x[2] < self.reps else "")
 
+    def table_lines(self):
+        """The table over BUDGETS and the line on the whole runs."""
+        cell = self.cell
+        L = ["Each cell: RMSE to the true beta / RMSE to the exact posterior mean "
+             "(\"-\": the method has not produced an estimate with that many evaluations).",
+             "",
+             "| likelihood evaluations | exact HMC | VHMC | Laplace |",
+             "|---:|---|---|---|"]
+        for E in BUDGETS:
+            h, v, lp = self.at(E)
+            L.append(f"| {E} | {cell(h)} | {cell(v)} | {cell(lp)} |")
+        h, v, lp = self.at(10 ** 12)
+        e_v = [e for e, _, _, _ in self.vhmc_rows]
+        L += ["",
+              f"At the end: HMC {cell(h)} after "
+              f"{int(np.mean([e[-1] for e, *_ in self.hmc_rows]))} "
+              f"evaluations; VHMC {cell(v)} after {int(np.mean(e_v))}; Laplace {cell(lp)} after "
+              f"{self.lap_evals}."]
+        return L
+
+
+def _settings_lines(model, lap, lap_evals, t_lap, hmc_rows, vhmc_rows, args):
+    """The bullets on the machine, the data and each method's run."""
     e_v = [e for e, _, _, _ in vhmc_rows]
     h_pre = [int(evals[0] - 1) for evals, _, _, _ in hmc_rows]
-    L = ["# VHMC paper, Figure 3: probit regression, error vs likelihood evaluations", ""]
-    L += [f"- machine: {os.cpu_count()} CPUs, python {platform.python_version()}, numpy "
-          f"{np.__version__}; load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}",
-          f"- data: simulate_probit({args.n_obs}, {args.dim}, seed={args.data_seed}); "
-          "ProbitRegression(prior_sd=10)",
-          f"- Laplace: {lap_evals} evaluations ({t_lap:.2f} s), Hessian from "
-          f"{lap.info['hessian_source']}",
-          f"- exact HMC: n_steps 10 (uniform 1..10), dense metric adapted over 300 warm-up "
-          f"iterations; warm-up cost {min(h_pre)}-{max(h_pre)} evaluations; {args.hmc_draws} "
-          f"draws; acceptance {np.mean([a for _, _, a, _ in hmc_rows]):.3f}",
-          f"- VHMC: t0 = {args.train}, s = {fs.VHMC(model).n_hidden}, then {args.draws} draws with "
-          f"no evaluation; total evaluations {min(e_v)}-{max(e_v)}; acceptance "
-          f"{np.mean([a for _, _, a, _ in vhmc_rows]):.3f}; training "
-          f"{np.mean([t['train'] for *_, t in vhmc_rows]):.1f} s, sampling "
-          f"{np.mean([t['sample'] for *_, t in vhmc_rows]):.2f} s per run",
-          f"- exact posterior mean: {n_truth} HMC draws ({src}); its RMSE to the true beta "
-          f"(the floor of the first number) is {floor:.5f}; its own Monte Carlo RMSE "
-          f"~{truth_floor:.1e}",
-          f"- {args.reps} reps (sampler seeds), means over reps; elapsed "
-          f"{time.perf_counter() - t_start:.0f} s",
-          "",
-          "Each cell: RMSE to the true beta / RMSE to the exact posterior mean "
-          "(\"-\": the method has not produced an estimate with that many evaluations).",
-          "",
-          "| likelihood evaluations | exact HMC | VHMC | Laplace |",
-          "|---:|---|---|---|"]
-    for E in BUDGETS:
-        h, v, lp = at(E)
-        L.append(f"| {E} | {cell(h)} | {cell(v)} | {cell(lp)} |")
-    h, v, lp = at(10 ** 12)
-    L += ["",
-          f"At the end: HMC {cell(h)} after {int(np.mean([e[-1] for e, *_ in hmc_rows]))} "
-          f"evaluations; VHMC {cell(v)} after {int(np.mean(e_v))}; Laplace {cell(lp)} after "
-          f"{lap_evals}."]
-    report = "\n".join(L) + "\n"
-    return report
+    return [
+        f"- machine: {os.cpu_count()} CPUs, python {platform.python_version()}, numpy "
+        f"{np.__version__}; load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}",
+        f"- data: simulate_probit({args.n_obs}, {args.dim}, seed={args.data_seed}); "
+        "ProbitRegression(prior_sd=10)",
+        f"- Laplace: {lap_evals} evaluations ({t_lap:.2f} s), Hessian from "
+        f"{lap.info['hessian_source']}",
+        f"- exact HMC: n_steps 10 (uniform 1..10), dense metric adapted over 300 warm-up "
+        f"iterations; warm-up cost {min(h_pre)}-{max(h_pre)} evaluations; {args.hmc_draws} "
+        f"draws; acceptance {np.mean([a for _, _, a, _ in hmc_rows]):.3f}",
+        f"- VHMC: t0 = {args.train}, s = {fs.VHMC(model).n_hidden}, then {args.draws} draws with "
+        f"no evaluation; total evaluations {min(e_v)}-{max(e_v)}; acceptance "
+        f"{np.mean([a for _, _, a, _ in vhmc_rows]):.3f}; training "
+        f"{np.mean([t['train'] for *_, t in vhmc_rows]):.1f} s, sampling "
+        f"{np.mean([t['sample'] for *_, t in vhmc_rows]):.2f} s per run"]

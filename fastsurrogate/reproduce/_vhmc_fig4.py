@@ -118,24 +118,42 @@ def reproduce(args):
     args.n_hidden = args.n_hidden or (500 if args.quick else 2000)
     args.truth_draws = args.truth_draws or (8000 if args.quick else 40000)
     t_start = time.perf_counter()
+    prob = _problem(args)
+    runs = _runs(prob["model"], prob["lap"], prob["t_lap"], args, budgets[-1])
+    rows = _budget_rows(runs, budgets, prob["truth"])
+    ess = _ess(runs)
+    L = ["# VHMC paper, Figure 4: a9a-50, REM / REC at fixed wall time, VHMC vs exact HMC", ""]
+    L += _settings_lines(prob, runs, ess, args, budgets, t_start)
+    L += _budget_table(rows) + _ess_table(runs, ess) + _bars(rows, ess, budgets)
+    report = "\n".join(L) + "\n"
+    return report
 
+
+def _problem(args):
+    """The a9a-50 model, its Laplace approximation (and the seconds it took),
+    the ground truth and the Laplace mean's and covariance's own errors."""
     X, y = fs.datasets.load_a9a()
     X = fs.datasets.random_projection(X, args.k, seed=args.proj_seed)
     model = fs.models.LogisticRegression(X, y, prior_sd=10.0, n_threads=1)
-    d = model.dim
     t0 = time.perf_counter()
     lap = fs.surrogates.laplace_approximation(model)
     t_lap = time.perf_counter() - t0
     truth, truth_src = load_or_run_truth(model, lap, args)
     lap_rem = relative_error_mean(lap.mean[None], truth["mean"])
     lap_rec = float(np.abs(lap.cov - truth["cov"]).sum() / np.abs(truth["cov"]).sum())
+    return dict(n_rows=X.shape[0], model=model, lap=lap, t_lap=t_lap, truth=truth,
+                truth_src=truth_src, lap_rem=lap_rem, lap_rec=lap_rec)
 
+
+def _runs(model, lap, t_lap, args, bmax):
+    """{"VHMC", "HMC tuned", "HMC identity"}: one chain each, HMC sized from a
+    pilot to run past the largest budget ``bmax``; every Result's timings
+    include the Laplace fit's ``t_lap``."""
     # pilots: cost per iteration, to size the runs
     log("pilots ...")
     p = fs.HMC(model, n_steps=10, metric=lap.cov, step_size=0.5, adapt=False).sample(
         200, 0, chains=1, seed=0, init=lap.mean, progress=False)
     c_hmc = p.timings["sample"] / p.n_draws
-    bmax = budgets[-1]
     n_hmc = int(1.3 * bmax / c_hmc) + 1000
 
     log(f"VHMC: t0 = {args.train}, s = {args.n_hidden}, {args.vhmc_draws} draws ...")
@@ -151,8 +169,11 @@ def reproduce(args):
     hmc_p = fs.HMC(model, n_steps=10, metric="unit").sample(
         n_hmc, 500, chains=1, seed=args.seed, init=lap.mean, progress=False)
     hmc_p.timings["laplace"] = t_lap
+    return {"VHMC": vhmc, "HMC tuned": hmc, "HMC identity": hmc_p}
 
-    runs = {"VHMC": vhmc, "HMC tuned": hmc, "HMC identity": hmc_p}
+
+def _budget_rows(runs, budgets, truth):
+    """Per budget: [budget, (draws, REM, REC, run end) of each run]."""
     rows = []
     for b in budgets:
         row = [b]
@@ -161,7 +182,12 @@ def reproduce(args):
             k, rem, rec = at_budget(res.draws[0], times, b, truth)
             row.append((k, rem, rec, float(times[-1])))
         rows.append(row)
+    return rows
 
+
+def _ess(runs):
+    """name -> (mean bulk ESS, per second of sampling, per second of the
+    whole run, seconds per sampling iteration)."""
     ess = {}
     for name, res in runs.items():
         e = ess_bulk(res.draws)
@@ -169,42 +195,48 @@ def reproduce(args):
         total = sum(float(t.get(k, 0.0)) for k in ("laplace", "warmup", "train", "sample"))
         ess[name] = (float(np.mean(e)), float(np.mean(e)) / float(t["sample"]),
                      float(np.mean(e)) / total, float(t["sample"]) / res.n_draws)
-    ratio_s = ess["VHMC"][1] / ess["HMC tuned"][1]
-    ratio_t = ess["VHMC"][2] / ess["HMC tuned"][2]
-    first = rows[0]
-    bar1 = first[1][1] is not None and first[2][1] is not None and first[1][1] < first[2][1]
+    return ess
 
-    L = ["# VHMC paper, Figure 4: a9a-50, REM / REC at fixed wall time, VHMC vs exact HMC", ""]
-    L += [f"- machine: {os.cpu_count()} CPUs (shared with other work; timings approximate), "
-          f"python {platform.python_version()}, numpy {np.__version__}, OPENBLAS_NUM_THREADS="
-          f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}; load average at the end "
-          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}",
-          f"- data: a9a {X.shape[0]} rows, random projection to {args.k} features + intercept "
-          f"= {d} parameters; LogisticRegression(prior_sd=10, n_threads=1)",
-          f"- Laplace: {t_lap:.2f} s, {lap.info['n_evaluations']} evaluations; its own REM "
-          f"{lap_rem:.4f}, REC {lap_rec:.4f}",
-          f"- truth: {args.truth_draws} tuned-HMC draws ({truth_src}); Monte Carlo floor "
-          f"REM ~{float(truth['rem_floor']):.1e}, max R-hat {float(truth['rhat_max']):.3f}",
-          f"- VHMC: training {vhmc.timings['train']:.1f} s for t0 = {args.train} "
-          f"({vhmc.info['exact_evaluations']['train'][0]} exact gradients, mu_t0 = "
-          f"{vhmc.info['mu_final'][0]:.4f}), then {vhmc.n_draws} draws in "
-          f"{vhmc.timings['sample']:.1f} s ({ess['VHMC'][3] * 1e3:.3f} ms/iter), acceptance "
-          f"{float(vhmc.acceptance_rate.mean()):.3f}, step {float(vhmc.step_size[0]):.3f}",
-          f"- tuned HMC: warm-up {hmc.timings['warmup']:.1f} s, {hmc.n_draws} draws in "
-          f"{hmc.timings['sample']:.1f} s ({ess['HMC tuned'][3] * 1e3:.3f} ms/iter), acceptance "
-          f"{float(hmc.acceptance_rate.mean()):.3f}, step {float(hmc.step_size[0]):.3f}",
-          f"- identity-metric HMC: warm-up {hmc_p.timings['warmup']:.1f} s, {hmc_p.n_draws} draws "
-          f"in {hmc_p.timings['sample']:.1f} s ({ess['HMC identity'][3] * 1e3:.3f} ms/iter), "
-          f"acceptance {float(hmc_p.acceptance_rate.mean()):.3f}, step "
-          f"{float(hmc_p.step_size[0]):.4f}",
-          f"- budgets {', '.join(f'{b:g}' for b in budgets)} s (the paper's first is 300 s on its "
-          f"machine; scaled to this one so that the first comes about a minute after VHMC's "
-          f"training); "
-          f"elapsed {time.perf_counter() - t_start:.0f} s",
-          "",
-          "| budget s | VHMC draws | VHMC REM | VHMC REC | HMC tuned draws | REM | REC | "
-          "HMC identity-metric draws | REM | REC |",
-          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+def _settings_lines(prob, runs, ess, args, budgets, t_start):
+    """The bullets: machine, data, Laplace, truth, each sampler's run, budgets."""
+    vhmc, hmc, hmc_p = runs["VHMC"], runs["HMC tuned"], runs["HMC identity"]
+    lap, truth = prob["lap"], prob["truth"]
+    return [
+        f"- machine: {os.cpu_count()} CPUs (shared with other work; timings approximate), "
+        f"python {platform.python_version()}, numpy {np.__version__}, OPENBLAS_NUM_THREADS="
+        f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}; load average at the end "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}",
+        f"- data: a9a {prob['n_rows']} rows, random projection to {args.k} features + intercept "
+        f"= {prob['model'].dim} parameters; LogisticRegression(prior_sd=10, n_threads=1)",
+        f"- Laplace: {prob['t_lap']:.2f} s, {lap.info['n_evaluations']} evaluations; its own REM "
+        f"{prob['lap_rem']:.4f}, REC {prob['lap_rec']:.4f}",
+        f"- truth: {args.truth_draws} tuned-HMC draws ({prob['truth_src']}); Monte Carlo floor "
+        f"REM ~{float(truth['rem_floor']):.1e}, max R-hat {float(truth['rhat_max']):.3f}",
+        f"- VHMC: training {vhmc.timings['train']:.1f} s for t0 = {args.train} "
+        f"({vhmc.info['exact_evaluations']['train'][0]} exact gradients, mu_t0 = "
+        f"{vhmc.info['mu_final'][0]:.4f}), then {vhmc.n_draws} draws in "
+        f"{vhmc.timings['sample']:.1f} s ({ess['VHMC'][3] * 1e3:.3f} ms/iter), acceptance "
+        f"{float(vhmc.acceptance_rate.mean()):.3f}, step {float(vhmc.step_size[0]):.3f}",
+        f"- tuned HMC: warm-up {hmc.timings['warmup']:.1f} s, {hmc.n_draws} draws in "
+        f"{hmc.timings['sample']:.1f} s ({ess['HMC tuned'][3] * 1e3:.3f} ms/iter), acceptance "
+        f"{float(hmc.acceptance_rate.mean()):.3f}, step {float(hmc.step_size[0]):.3f}",
+        f"- identity-metric HMC: warm-up {hmc_p.timings['warmup']:.1f} s, {hmc_p.n_draws} draws "
+        f"in {hmc_p.timings['sample']:.1f} s ({ess['HMC identity'][3] * 1e3:.3f} ms/iter), "
+        f"acceptance {float(hmc_p.acceptance_rate.mean()):.3f}, step "
+        f"{float(hmc_p.step_size[0]):.4f}",
+        f"- budgets {', '.join(f'{b:g}' for b in budgets)} s (the paper's first is 300 s on its "
+        f"machine; scaled to this one so that the first comes about a minute after VHMC's "
+        f"training); "
+        f"elapsed {time.perf_counter() - t_start:.0f} s",
+        ""]
+
+
+def _budget_table(rows):
+    """The REM / REC table, one line per budget."""
+    L = ["| budget s | VHMC draws | VHMC REM | VHMC REC | HMC tuned draws | REM | REC | "
+         "HMC identity-metric draws | REM | REC |",
+         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 
     def fmt(x, b):
         k, rem, rec, end = x
@@ -215,22 +247,34 @@ def reproduce(args):
     for row in rows:
         b = row[0]
         L.append(f"| {b:g} | " + " | ".join(fmt(x, b) for x in row[1:]) + " |")
-    L += ["",
-          "| sampler | mean bulk ESS | per s of sampling | per s of the whole run | ms / iteration |",
-          "|---|---:|---:|---:|---:|"]
+    return L
+
+
+def _ess_table(runs, ess):
+    """The time-normalised ESS table, one line per sampler."""
+    L = ["",
+         "| sampler | mean bulk ESS | per s of sampling | per s of the whole run | ms / iteration |",
+         "|---|---:|---:|---:|---:|"]
     for name, (e, es, et, per) in ess.items():
         L.append(f"| {name} ({runs[name].n_draws} draws) | {e:.0f} | {es:.1f} | {et:.1f} | "
                  f"{per * 1e3:.3f} |")
-    L += ["",
-          f"Bar 1 (VHMC REM below tuned HMC's at the first budget, {budgets[0]:g} s): "
-          f"{'MET' if bar1 else 'NOT MET'}"
-          + (f" ({first[1][1]:.4f} vs {first[2][1]:.4f})" if first[1][1] is not None
-             and first[2][1] is not None else "") + ".",
-          f"Bar 2 (time-normalised mean ESS >= 10x tuned HMC's): per second of sampling "
-          f"{ratio_s:.1f}x, per second of the whole run {ratio_t:.1f}x: "
-          f"{'MET' if ratio_s >= 10 else 'NOT MET'} on sampling time"
-          f"{'' if ratio_t >= 10 else ', NOT on whole-run time'}.",
-          f"Against identity-metric HMC: ESS/s ratio {ess['VHMC'][1] / ess['HMC identity'][1]:.0f}x "
-          f"(sampling), {ess['VHMC'][2] / ess['HMC identity'][2]:.0f}x (whole run)."]
-    report = "\n".join(L) + "\n"
-    return report
+    return L
+
+
+def _bars(rows, ess, budgets):
+    """The two bars of issue 4, and the ESS ratios against identity-metric HMC."""
+    ratio_s = ess["VHMC"][1] / ess["HMC tuned"][1]
+    ratio_t = ess["VHMC"][2] / ess["HMC tuned"][2]
+    first = rows[0]
+    bar1 = first[1][1] is not None and first[2][1] is not None and first[1][1] < first[2][1]
+    return ["",
+            f"Bar 1 (VHMC REM below tuned HMC's at the first budget, {budgets[0]:g} s): "
+            f"{'MET' if bar1 else 'NOT MET'}"
+            + (f" ({first[1][1]:.4f} vs {first[2][1]:.4f})" if first[1][1] is not None
+               and first[2][1] is not None else "") + ".",
+            f"Bar 2 (time-normalised mean ESS >= 10x tuned HMC's): per second of sampling "
+            f"{ratio_s:.1f}x, per second of the whole run {ratio_t:.1f}x: "
+            f"{'MET' if ratio_s >= 10 else 'NOT MET'} on sampling time"
+            f"{'' if ratio_t >= 10 else ', NOT on whole-run time'}.",
+            f"Against identity-metric HMC: ESS/s ratio {ess['VHMC'][1] / ess['HMC identity'][1]:.0f}x "
+            f"(sampling), {ess['VHMC'][2] / ess['HMC identity'][2]:.0f}x (whole run)."]

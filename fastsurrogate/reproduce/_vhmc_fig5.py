@@ -36,6 +36,7 @@ import time
 
 import numpy as np
 
+import fastsurrogate as fs
 from ._report import cache_dir, log, machine_line, markdown_table, plot_curves
 
 __all__ = ["options", "reproduce", "reference_w0", "amari_floor", "running_distance"]
@@ -86,7 +87,6 @@ def reference_w0(model, lap, n_draws, seed, n_steps=10, path=None):
     ``n_draws``, ``seconds``, ``acceptance``, ``step_size``, ``key``; source),
     source being ``"cached <path>"`` or ``"computed, saved to <path>"``.
     """
-    import fastsurrogate as fs
     key = reference_key(model.X, model.prior_var, n_steps, seed)
     path = path or os.path.join(cache_dir(), f"vhmc_fig5_ref_{key}.npz")
     if os.path.exists(path):
@@ -158,11 +158,9 @@ def reproduce(args):
     """VHMC (surrogate test) and exact HMC on ``fs.models.ICA``; the Amari
     distance of each running posterior mean of W to W0 (long exact-HMC run)
     and to the true W at each budget."""
-    import fastsurrogate as fs
     d = args.channels
     X, A, W_true = fs.datasets.simulate_ica(n=args.n_obs, d=d, seed=args.seed)
     model = fs.models.ICA(X, prior_var=100.0, n_threads=args.threads)
-    bmax = max(args.budgets)
     t0 = time.perf_counter()
     lap = fs.surrogates.laplace_approximation(model, init=W_true.ravel())
     t_lap = time.perf_counter() - t0
@@ -171,6 +169,29 @@ def reproduce(args):
                                 n_steps=args.n_steps, path=args.cache)
     W0 = ref["mean"].reshape(d, d)
     floor = amari_floor(W0, ref["mcse"])
+    runs = _runs(model, lap, t_lap, ref, args)
+    targets = (W0, W_true)
+    rows, curves = _budget_rows(runs, targets, args.budgets)
+    lines = [machine_line(), _settings_text(args, t_lap), ""]
+    lines += _run_lines(runs, lap, targets, ref, ref_seed, ref_src, floor)
+    lines += ["", markdown_table(["budget s", "HMC draws", "exact HMC Amari to W0",
+                                  "HMC to true W", "VHMC draws", "VHMC Amari to W0",
+                                  "VHMC to true W"], rows)]
+    if getattr(args, "out_dir", None):
+        os.makedirs(args.out_dir, exist_ok=True)
+        png = plot_curves(os.path.join(args.out_dir, "vhmc-fig5.png"), curves, "wall time (s)",
+                          "Amari distance to W0 (long exact-HMC run)",
+                          "VHMC paper, Figure 5 (simulated ICA)", logy=True)
+        if png:
+            lines += ["", f"![Amari distance against time]({os.path.basename(png)})"]
+    return "\n".join(lines)
+
+
+def _runs(model, lap, t_lap, ref, args):
+    """{"exact HMC", "VHMC"}: one chain each from the Laplace mean, HMC sized
+    from a pilot to reach the largest budget; every Result's timings include
+    the Laplace fit's ``t_lap``."""
+    bmax = max(args.budgets)
     # pilot: the cost of an exact iteration, to size the HMC run to the largest budget
     p = fs.HMC(model, n_steps=args.n_steps, step_size=float(ref["step_size"]), metric=lap.cov,
                adapt=False).sample(50, 0, chains=1, seed=args.seed, init=lap.mean,
@@ -189,13 +210,17 @@ def reproduce(args):
                      progress=False)
     for res in (hmc, vhmc):
         res.timings["laplace"] = t_lap
-    runs = {"exact HMC": hmc, "VHMC": vhmc}
-    targets = (W0, W_true)
-    dist = {name: running_distance(res.draws[0], _clock(res), args.budgets, targets)
+    return {"exact HMC": hmc, "VHMC": vhmc}
+
+
+def _budget_rows(runs, targets, budgets):
+    """(table rows: per budget, each run's draws and Amari distances to the
+    targets; curves: name -> (budgets, distances to W0) for the plot)."""
+    dist = {name: running_distance(res.draws[0], _clock(res), budgets, targets)
             for name, res in runs.items()}
     rows = []
     curves = {"exact HMC": ([], []), "VHMC": ([], [])}
-    for i, b in enumerate(args.budgets):
+    for i, b in enumerate(budgets):
         cells = [f"{b:g}"]
         for name in runs:
             k, ds = dist[name][i]
@@ -206,13 +231,13 @@ def reproduce(args):
                 curves[name][0].append(b)
                 curves[name][1].append(ds[0])
         rows.append(cells)
-    end = {name: float(_clock(res)[-1]) for name, res in runs.items()}
-    full = {name: [fs.diagnostics.amari_distance(res.draws[0].mean(axis=0).reshape(d, d), T)
-                   for T in targets] for name, res in runs.items()}
-    amari_lap = [fs.diagnostics.amari_distance(lap.mean.reshape(d, d), T) for T in targets]
-    vt = vhmc.timings
-    lines = [
-        machine_line(),
+    return rows, curves
+
+
+def _settings_text(args, t_lap):
+    """The paragraph that says what was run."""
+    d = args.channels
+    return (
         f"simulated ICA (`fs.datasets.simulate_ica`, seed {args.seed}): N = {args.n_obs}, {d} "
         f"channels ({d * d} parameters), logistic sources p(y) = 1 / (4 cosh^2(y/2)), prior "
         f"W ~ N(0, 100); data sum on {args.threads} threads. Both samplers: L = {args.n_steps} "
@@ -222,7 +247,19 @@ def reproduce(args):
         f"surrogate Metropolis test, approximate, as in the paper): s = {args.n_hidden}, "
         f"t0 = {args.train} training iterations (score matching), then {args.vhmc_draws} "
         f"draws. Time includes the Laplace approximation ({t_lap:.1f} s), warm-up and "
-        f"training; draws are timed evenly within the sampling phase.", "",
+        f"training; draws are timed evenly within the sampling phase.")
+
+
+def _run_lines(runs, lap, targets, ref, ref_seed, ref_src, floor):
+    """The bullets on W0, each run, and the whole-run means' distances."""
+    hmc, vhmc = runs["exact HMC"], runs["VHMC"]
+    d = targets[0].shape[0]
+    end = {name: float(_clock(res)[-1]) for name, res in runs.items()}
+    full = {name: [fs.diagnostics.amari_distance(res.draws[0].mean(axis=0).reshape(d, d), T)
+                   for T in targets] for name, res in runs.items()}
+    amari_lap = [fs.diagnostics.amari_distance(lap.mean.reshape(d, d), T) for T in targets]
+    vt = vhmc.timings
+    return [
         f"- W0 (reference): exact HMC, {int(ref['n_draws'])} draws after {_REF_WARMUP} warm-up, "
         f"seed {ref_seed}, acceptance {float(ref['acceptance']):.3f}, step "
         f"{float(ref['step_size']):.4f}, min ESS {float(np.min(ref['ess'])):.0f}, "
@@ -240,14 +277,4 @@ def reproduce(args):
         f"- whole-run means, Amari distance to W0 / to the true W: exact HMC "
         f"{full['exact HMC'][0]:.5f} / {full['exact HMC'][1]:.4f}, VHMC {full['VHMC'][0]:.5f} "
         f"/ {full['VHMC'][1]:.4f}; the Laplace mean (MAP) {amari_lap[0]:.5f} / "
-        f"{amari_lap[1]:.4f}", "",
-        markdown_table(["budget s", "HMC draws", "exact HMC Amari to W0", "HMC to true W",
-                        "VHMC draws", "VHMC Amari to W0", "VHMC to true W"], rows)]
-    if getattr(args, "out_dir", None):
-        os.makedirs(args.out_dir, exist_ok=True)
-        png = plot_curves(os.path.join(args.out_dir, "vhmc-fig5.png"), curves, "wall time (s)",
-                          "Amari distance to W0 (long exact-HMC run)",
-                          "VHMC paper, Figure 5 (simulated ICA)", logy=True)
-        if png:
-            lines += ["", f"![Amari distance against time]({os.path.basename(png)})"]
-    return "\n".join(lines)
+        f"{amari_lap[1]:.4f}"]

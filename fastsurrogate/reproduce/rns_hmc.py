@@ -14,10 +14,11 @@ import time
 import numpy as np
 import scipy.optimize as so
 
+import fastsurrogate as fs
 from ._report import cache_dir, log, machine_line
 from ._rows import efficiency_table
 from ._plots import PlotSpec
-from . import Table
+from ._table import Table
 
 PAPER = "RNS-HMC paper (Zhang, Shahbaba & Zhao 2017)"
 
@@ -142,7 +143,6 @@ def _surrogate_line(opts):
 def _pde_reference(model, args, init, common):
     """Mean, MCSE of the mean and sd of a long exact-HMC run (another seed),
     cached under :func:`cache_dir` by its settings."""
-    import fastsurrogate as fs
     key = (f"pde-ref-m{args.n_mesh}-d{args.n_modes}-s{args.seed}-e{args.step}-L{args.n_steps}"
            f"-n{args.reference_draws}")
     path = os.path.join(cache_dir(), key + ".npz")
@@ -196,7 +196,6 @@ def pde_reproduce(args):
     """HMC and RNS-HMC on ``fs.models.EllipticPDE`` from the MAP, the papers'
     Table-1 columns, and the RNS-HMC posterior means against a long exact-HMC
     run (MCSE z-scores); returns the Markdown report."""
-    import fastsurrogate as fs
     model = fs.models.EllipticPDE(n_mesh=args.n_mesh, n_modes=args.n_modes, seed=args.seed)
     r = so.minimize(model.value_and_grad, np.zeros(model.dim), jac=True, method="L-BFGS-B",
                     options=dict(maxiter=2000))
@@ -205,12 +204,32 @@ def pde_reproduce(args):
                   adapt=False, metric="unit", progress=False)
     t0 = time.perf_counter()
     model.value_and_grad(r.x)
+    sopts = _surrogate_options(args)
+    runs = _pde_runs(model, args, common, sopts)
+    elapsed = time.perf_counter() - t0
+    lines = _pde_settings_lines(model, args, runs, sopts, elapsed)
+    # a heading, so that the "paper" column finds this table's rows (the
+    # caption line above a table names its section otherwise)
+    lines += ["### elliptic PDE, the Table 1 columns", "", efficiency_table(runs)]
+    ref_mean, ref_mcse, ref_sd, ref_name = _pde_reference_for(model, args, r.x, common, runs)
+    lines += _pde_mean_lines(model, runs, ref_mean, ref_mcse, ref_sd, ref_name)
+    lines += _pde_bars(runs, f"RNS-HMC (s = {args.n_hidden})")
+    if getattr(args, "out_dir", None):
+        os.makedirs(args.out_dir, exist_ok=True)
+        png = _pde_marginals(args.out_dir, runs, ref_mean)
+        if png:
+            lines += ["", f"![posterior marginals]({os.path.basename(png)})"]
+    return "\n".join(lines)
+
+
+def _pde_runs(model, args, common, sopts):
+    """name -> Result: HMC and RNS-HMC, then RMHMC and RNS-RMHMC unless their
+    L is 0."""
     runs = {}
     log(f"  PDE: HMC, {args.n_warmup} + {args.n_draws} ...")
     runs["HMC"] = fs.sample(model, method="hmc", **common)
     log(f"  PDE: RNS-HMC, s = {args.n_hidden} ...")
     rns_name = f"RNS-HMC (s = {args.n_hidden})"
-    sopts = _surrogate_options(args)
     runs[rns_name] = fs.sample(model, method="rns-hmc", training="states",
                                n_hidden=args.n_hidden, guard=None, **sopts,
                                **common)
@@ -228,7 +247,13 @@ def pde_reproduce(args):
             model, method="rns-rmhmc", training="states", n_hidden=args.n_hidden,
             diagonal_metric=True, rm_step_size=rns_rm_step, rm_n_steps=rns_rm_steps, **sopts,
             **{k: v for k, v in common.items() if k != "metric"})
-    elapsed = time.perf_counter() - t0
+    return runs
+
+
+def _pde_settings_lines(model, args, runs, sopts, elapsed):
+    """The problem, the surrogate and the Riemannian rows' settings."""
+    rm_steps, rns_rm_steps = getattr(args, "rm_steps", 6), getattr(args, "rns_rm_steps", 6)
+    rns_rm_step = getattr(args, "rns_rm_step", 0.5)
     lines = [machine_line(),
              f"elliptic PDE: {args.n_mesh} x {args.n_mesh} mesh, {model.dim} parameters, "
              f"step {args.step}, L = {args.n_steps} (drawn from 1..L), identity metric, one chain "
@@ -248,27 +273,34 @@ def pde_reproduce(args):
                   f"{rns_rm_steps} (drawn from 1..L), the exact U and the surrogate metric in "
                   f"the Metropolis test; {runs[name].info.get('not_converged', 0)} fixed points "
                   f"not converged.", ""]
-    # a heading, so that the "paper" column finds this table's rows (the
-    # caption line above a table names its section otherwise)
-    lines += ["### elliptic PDE, the Table 1 columns", "", efficiency_table(runs)]
+    return lines
+
+
+def _pde_reference_for(model, args, init, common, runs):
+    """(mean, MCSE of the mean, sd, description) of the reference the rows
+    are compared with: a long exact-HMC run, or the HMC row's own draws."""
     if args.reference_draws > 0:
-        ref_mean, ref_mcse, ref_sd, ref_secs, cached = _pde_reference(model, args, r.x, common)
+        ref_mean, ref_mcse, ref_sd, ref_secs, cached = _pde_reference(model, args, init, common)
         ref_name = (f"a long exact-HMC run ({args.reference_draws} draws after {args.n_warmup} "
                     f"burn-in, seed {args.seed + 1}, same step and L; "
                     f"{'cached' if cached else f'{ref_secs:.0f} s'})")
-    else:
-        d = runs["HMC"].draws
-        ref_mean, ref_mcse = d.mean(axis=(0, 1)), fs.diagnostics.mcse_mean(d)
-        ref_sd = d.reshape(-1, d.shape[-1]).std(axis=0, ddof=1)
-        ref_name = "the HMC row's own draws (--reference-draws 0)"
-    # Bonferroni over the d coordinates, two-sided 5 %: |z| <= z_(1 - 0.025 / d)
+        return ref_mean, ref_mcse, ref_sd, ref_name
+    d = runs["HMC"].draws
+    ref_mean, ref_mcse = d.mean(axis=(0, 1)), fs.diagnostics.mcse_mean(d)
+    ref_sd = d.reshape(-1, d.shape[-1]).std(axis=0, ddof=1)
+    return ref_mean, ref_mcse, ref_sd, "the HMC row's own draws (--reference-draws 0)"
+
+
+def _pde_mean_lines(model, runs, ref_mean, ref_mcse, ref_sd, ref_name):
+    """Each row's posterior means against the reference: z-scores against a
+    Bonferroni bar over the d coordinates, two-sided 5 %: |z| <= z_(1 - 0.025 / d)."""
     from scipy.stats import norm
     zcrit = float(norm.ppf(1 - 0.025 / model.dim))
-    lines += ["", f"Posterior means against {ref_name}: z = (mean - reference) / sqrt(MCSE^2 + "
-              f"MCSE_ref^2) per coordinate (MCSE from the bulk ESS); bar |z| <= {zcrit:.2f} "
-              f"(two-sided 5 % with a Bonferroni correction over {model.dim} coordinates).", "",
-              "| method | max abs z | coordinates with abs z > bar | max abs error / reference sd "
-              "| within MCSE |", "|---|---|---|---|---|"]
+    lines = ["", f"Posterior means against {ref_name}: z = (mean - reference) / sqrt(MCSE^2 + "
+             f"MCSE_ref^2) per coordinate (MCSE from the bulk ESS); bar |z| <= {zcrit:.2f} "
+             f"(two-sided 5 % with a Bonferroni correction over {model.dim} coordinates).", "",
+             "| method | max abs z | coordinates with abs z > bar | max abs error / reference sd "
+             "| within MCSE |", "|---|---|---|---|---|"]
     for name, res in runs.items():
         d = res.draws
         m, se = d.mean(axis=(0, 1)), fs.diagnostics.mcse_mean(d)
@@ -277,15 +309,14 @@ def pde_reproduce(args):
         lines.append(f"| {name} | {np.max(np.abs(z)):.2f} | {bad} of {model.dim} | "
                      f"{np.max(np.abs(m - ref_mean) / ref_sd):.3f} | "
                      f"{'yes' if bad == 0 else 'NO'} |")
+    return lines
+
+
+def _pde_bars(runs, rns_name):
+    """Issue 17's bars: RNS-HMC's acceptance and min ESS/s speed-up over HMC."""
     t = {k: v.summary().overall for k, v in runs.items()}
     sp = t[rns_name]["min_ess_per_sampling_second"] / t["HMC"]["min_ess_per_sampling_second"]
     ap = t[rns_name]["acceptance"]
-    lines += ["", f"Bars (issue 17): RNS-HMC acceptance {ap:.2f} >= 0.7: "
-              f"{'met' if ap >= 0.7 else 'NOT met'}; min ESS/s speed-up {sp:.1f} >= 5 (paper "
-              f"6.07): {'met' if sp >= 5 else 'NOT met'}."]
-    if getattr(args, "out_dir", None):
-        os.makedirs(args.out_dir, exist_ok=True)
-        png = _pde_marginals(args.out_dir, runs, ref_mean)
-        if png:
-            lines += ["", f"![posterior marginals]({os.path.basename(png)})"]
-    return "\n".join(lines)
+    return ["", f"Bars (issue 17): RNS-HMC acceptance {ap:.2f} >= 0.7: "
+            f"{'met' if ap >= 0.7 else 'NOT met'}; min ESS/s speed-up {sp:.1f} >= 5 (paper "
+            f"6.07): {'met' if sp >= 5 else 'NOT met'}."]

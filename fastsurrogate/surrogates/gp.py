@@ -659,6 +659,31 @@ def _kmeanspp(X, m, rng):
     return idx
 
 
+def _checked_inducing(n_inducing, inducing, N):
+    """``n_inducing`` as an int in [1, N], ``inducing`` one of the two
+    choices, or the ValueError that says what is wrong."""
+    if isinstance(n_inducing, bool) or int(n_inducing) != n_inducing:
+        raise ValueError(f"n_inducing must be an integer; got {n_inducing!r}")
+    n_inducing = int(n_inducing)
+    if not 1 <= n_inducing <= N:
+        raise ValueError(f"n_inducing must be between 1 and the number of training points "
+                         f"N = {N}; got {n_inducing}")
+    if inducing not in ("kmeans++", "random"):
+        raise ValueError(f"inducing must be 'kmeans++' or 'random'; got {inducing!r}")
+    return n_inducing
+
+
+def _inducing_index(X, n_inducing, inducing, rng):
+    """Rows of X chosen as inducing inputs: all of them, a sorted uniform
+    random subset, or k-means++ seeding."""
+    N = X.shape[0]
+    if n_inducing == N:
+        return np.arange(N)
+    if inducing == "random":
+        return np.sort(rng.choice(N, size=n_inducing, replace=False))
+    return _kmeanspp(X, n_inducing, rng)
+
+
 def fit_fitc(Q, u, n_inducing=100, ard=False, seed=None, inducing="kmeans++", noise=None,
              max_iter=200, jitter=_JITTER, theta=None):
     """Fit a FITC sparse-GP surrogate of U (Snelson & Ghahramani 2006).
@@ -708,22 +733,10 @@ def fit_fitc(Q, u, n_inducing=100, ard=False, seed=None, inducing="kmeans++", no
     noise = _check_noise(noise)
     jitter, max_iter = _check_options(jitter, max_iter)
     N = Q.shape[0]
-    if isinstance(n_inducing, bool) or int(n_inducing) != n_inducing:
-        raise ValueError(f"n_inducing must be an integer; got {n_inducing!r}")
-    n_inducing = int(n_inducing)
-    if not 1 <= n_inducing <= N:
-        raise ValueError(f"n_inducing must be between 1 and the number of training points "
-                         f"N = {N}; got {n_inducing}")
-    if inducing not in ("kmeans++", "random"):
-        raise ValueError(f"inducing must be 'kmeans++' or 'random'; got {inducing!r}")
+    n_inducing = _checked_inducing(n_inducing, inducing, N)
     rng = _make_rng(seed)
     shift, sd, X = _standardise(Q)
-    if n_inducing == N:
-        zidx = np.arange(N)
-    elif inducing == "random":
-        zidx = np.sort(rng.choice(N, size=n_inducing, replace=False))
-    else:
-        zidx = _kmeanspp(X, n_inducing, rng)
+    zidx = _inducing_index(X, n_inducing, inducing, rng)
     Z = X[zidx].copy()
     mu = float(u.mean())
     y = u - mu
@@ -739,7 +752,6 @@ def fit_fitc(Q, u, n_inducing=100, ard=False, seed=None, inducing="kmeans++", no
     w = sla.solve_triangular(Luu, sla.solve_triangular(La, c["gam"], lower=True, trans="T",
                                                        check_finite=False),
                              lower=True, trans="T", check_finite=False)
-
     predvar = _FITCPredVar(Luu, La, sf2)
 
     info = dict(kind="fitc", n_train=N, n_centres=n_inducing,

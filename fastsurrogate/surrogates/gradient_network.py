@@ -56,6 +56,7 @@ differently for different thread counts, which changes the rounding and,
 over hundreds of L-BFGS iterations, the result.
 """
 import time
+from collections import namedtuple
 
 import numpy as np
 from scipy.optimize import minimize
@@ -250,6 +251,25 @@ def fit_gradient_network(Q, G, n_hidden=100, blocks=1, activation="softplus", ho
     True
     """
     t0 = time.perf_counter()
+    Q, G, opt = _checked_arguments(Q, G, holdout, max_iter, patience, batch_size, weight_decay,
+                                   learning_rate, method, init)
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    tr, ho = _holdout_split(rng, Q.shape[0], opt.holdout)
+    net = _initial_network(Q, G, tr, n_hidden, blocks, activation, rng, init)
+    with _blas_threads.blas_threads(blas_threads):
+        net.info = _train(net, Q, G, tr, ho, opt, rng, progress, t0)
+    return net
+
+
+#: the training settings of :func:`fit_gradient_network`, checked
+_Settings = namedtuple("_Settings", "method max_iter patience batch_size weight_decay "
+                                    "learning_rate holdout")
+
+
+def _checked_arguments(Q, G, holdout, max_iter, patience, batch_size, weight_decay,
+                       learning_rate, method, init):
+    """(Q, G, settings) for :func:`fit_gradient_network`, or the ValueError /
+    TypeError that names the first bad argument."""
     Q = real_array("Q", Q, ndim=2, copy=False)
     G = real_array("G", G, ndim=2, copy=False)
     if Q.shape != G.shape:
@@ -275,59 +295,76 @@ def fit_gradient_network(Q, G, n_hidden=100, blocks=1, activation="softplus", ho
         raise TypeError(f"init must be a GradientNetwork, got {type(init).__name__}")
     if init is not None and init.dim != dim:
         raise ValueError(f"init has dim {init.dim}; the data have {dim}")
+    return Q, G, _Settings(method, int(max_iter), int(patience), batch_size, wd, lr, h)
 
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    n_hold = int(round(h * N))
+
+def _holdout_split(rng, N, holdout):
+    """(training, held-out) indices, each sorted: a random ``holdout``
+    fraction of range(N) held out (at least one point left to train on)."""
+    n_hold = int(round(holdout * N))
     n_hold = min(n_hold, N - 1)
     perm = rng.permutation(N)
-    tr, ho = np.sort(perm[n_hold:]), np.sort(perm[:n_hold])
-    if init is None:
-        shift, scale = _moments(Q[tr])
-        out_shift, out_scale = _moments(G[tr])
-        net = GradientNetwork.random(dim, n_hidden, split_blocks(dim, blocks), activation,
-                                     seed=rng, shift=shift, scale=scale,
-                                     out_shift=out_shift, out_scale=out_scale)
-    else:
-        net = GradientNetwork(*init.__reduce__()[1])
+    return np.sort(perm[n_hold:]), np.sort(perm[:n_hold])
+
+
+def _initial_network(Q, G, tr, n_hidden, blocks, activation, rng, init):
+    """The starting network: random weights with the standardisation of the
+    training points Q[tr], G[tr], or a copy of ``init``."""
+    if init is not None:
+        return GradientNetwork(*init.__reduce__()[1])
+    dim = Q.shape[1]
+    shift, scale = _moments(Q[tr])
+    out_shift, out_scale = _moments(G[tr])
+    return GradientNetwork.random(dim, n_hidden, split_blocks(dim, blocks), activation,
+                                  seed=rng, shift=shift, scale=scale,
+                                  out_shift=out_shift, out_scale=out_scale)
+
+
+def _standardised(net, Q, G):
+    """Inputs and targets in the network's standardised units."""
+    dim = Q.shape[1]
     shift = np.zeros(dim) if net.shift is None else net.shift
     inv_scale = np.ones(dim) if net.scale is None else 1.0 / net.scale
     out_shift = np.zeros(dim) if net.out_shift is None else net.out_shift
     out_scale = np.ones(dim) if net.out_scale is None else net.out_scale
+    return (Q - shift) * inv_scale, (G - out_shift) / out_scale
 
-    def standardise(idx):
-        return (Q[idx] - shift) * inv_scale, (G[idx] - out_shift) / out_scale
 
-    X, T = standardise(tr)
-    Xh, Th = standardise(ho) if n_hold > 0 else (None, None)
+def _train(net, Q, G, tr, ho, opt, rng, progress, t0):
+    """Optimise ``net`` on the points ``tr`` from its own parameters, leave it
+    at the parameters with the lowest loss on the points ``ho`` (the last
+    ones without held-out points), and return its ``info`` dict."""
+    n_hold = len(ho)
+    X, T = _standardised(net, Q[tr], G[tr])
+    Xh, Th = _standardised(net, Q[ho], G[ho]) if n_hold > 0 else (None, None)
     theta0 = net.get_params()
-    tracker = _Tracker(net, Xh, Th, int(patience), theta0)
-    tracker.progress, tracker.max_iter = progress, int(max_iter)
+    tracker = _Tracker(net, Xh, Th, opt.patience, theta0)
+    tracker.progress, tracker.max_iter = progress, opt.max_iter
     history = []
-    with _blas_threads.blas_threads(blas_threads):
-        if method == "lbfgs":
-            stopped, n_evals, message = _fit_lbfgs(net, theta0, X, T, wd, int(max_iter),
-                                                   tracker, history)
-        else:
-            stopped, n_evals, message = _fit_adam(net, theta0, X, T, wd, int(max_iter), tracker,
-                                                  history, rng, batch_size, lr)
-        theta = tracker.best_theta
-        net.set_params(theta)
-        train_loss = net.loss_and_grad(theta, X, T, 0.0, standardized=True, grad=False)[0]
-        holdout_loss = rel_err = None
-        if n_hold > 0:
-            holdout_loss = tracker.loss(theta)
-            pred = net.gradient_batch(Q[ho])
-            rel_err = float(np.linalg.norm(pred - G[ho]) / max(np.linalg.norm(G[ho]), 1e-300))
-    net.info = {
-        "method": method, "iterations": tracker.iter, "evaluations": n_evals,
+    if opt.method == "lbfgs":
+        stopped, n_evals, message = _fit_lbfgs(net, theta0, X, T, opt.weight_decay,
+                                               opt.max_iter, tracker, history)
+    else:
+        stopped, n_evals, message = _fit_adam(net, theta0, X, T, opt.weight_decay, opt.max_iter,
+                                              tracker, history, rng, opt.batch_size,
+                                              opt.learning_rate)
+    theta = tracker.best_theta
+    net.set_params(theta)
+    train_loss = net.loss_and_grad(theta, X, T, 0.0, standardized=True, grad=False)[0]
+    holdout_loss = rel_err = None
+    if n_hold > 0:
+        holdout_loss = tracker.loss(theta)
+        pred = net.gradient_batch(Q[ho])
+        rel_err = float(np.linalg.norm(pred - G[ho]) / max(np.linalg.norm(G[ho]), 1e-300))
+    return {
+        "method": opt.method, "iterations": tracker.iter, "evaluations": n_evals,
         "stopped": stopped, "message": message, "best_iteration": tracker.best_iter,
         "train_loss": float(train_loss),
         "holdout_loss": None if holdout_loss is None else float(holdout_loss),
         "holdout_rel_error": rel_err, "n_train": int(len(tr)), "n_holdout": int(n_hold),
-        "weight_decay": wd, "time": time.perf_counter() - t0, "history": history,
+        "weight_decay": opt.weight_decay, "time": time.perf_counter() - t0, "history": history,
         "holdout_history": tracker.holdout_history,
     }
-    return net
 
 
 def affine_start_network(Q, G, n_hidden, blocks=1, activation="softplus", ridge=1e-6,

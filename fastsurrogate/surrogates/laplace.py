@@ -178,6 +178,38 @@ def laplace_approximation(potential, init=None, *, hessian="auto", method="L-BFG
     >>> bool(np.allclose(lap.mean, [1.0, -1.0]) and np.allclose(lap.cov, target.cov))
     True
     """
+    hessian, x0, g0 = _checked_start(potential, hessian, init)
+    fun, counter = guarded_objective(potential)
+    res = so.minimize(fun, x0, jac=True, method=method,
+                      options=dict(maxiter=int(maxiter), gtol=float(gtol)))
+    q_map = np.asarray(res.x, dtype=np.float64)
+    u_map, g_map = potential.value_and_grad(q_map)
+    n_eval = counter[0] + 2
+    H, source, n_h = _hessian_at(potential, hessian, q_map, fd_step)
+    n_eval += n_h
+    d = potential.dim
+    if H.shape != (d, d) or not np.all(np.isfinite(H)):
+        raise ValueError(f"the Hessian at the MAP is not a finite ({d}, {d}) matrix")
+    q_map, u_map, g_map, H, newton, n_newton = _newton_polish(potential, hessian, fd_step,
+                                                              q_map, u_map, g_map, H)
+    n_eval += n_newton
+    gnorm = float(np.linalg.norm(g_map))
+    if gnorm > 1e-4 * max(1.0, float(np.linalg.norm(g0))):
+        warnings.warn(f"the MAP search did not converge ({res.message}); gradient norm "
+                      f"{gnorm:.3g} at the returned point", RuntimeWarning, stacklevel=2)
+    H, clipped = _floored_hessian(H, min_eigenvalue)
+    info = {"hessian_source": source, "n_evaluations": int(n_eval),
+            "optimizer": {"success": bool(res.success), "message": str(res.message),
+                          "iterations": int(getattr(res, "nit", -1)), "grad_norm": gnorm,
+                          "newton_steps": newton},
+            "clipped_eigenvalues": clipped}
+    return LaplaceApproximation(q_map, H, u_map, info)
+
+
+def _checked_start(potential, hessian, init):
+    """(hessian, x0, grad U(x0)) for :func:`laplace_approximation`: the
+    ``hessian`` argument checked (an array as float64), the optimiser's start
+    (zeros by default) checked, U and its gradient finite there."""
     if not isinstance(potential, Potential):
         raise TypeError(f"potential must be a fastsurrogate Potential, got {type(potential).__name__}")
     d = potential.dim
@@ -196,34 +228,32 @@ def laplace_approximation(potential, init=None, *, hessian="auto", method="L-BFG
     u0, g0 = potential.value_and_grad(x0)
     if not (np.isfinite(u0) and np.all(np.isfinite(g0))):
         raise ValueError("U or its gradient is not finite at the optimiser's start; pass init=")
+    return hessian, x0, g0
 
-    fun, counter = guarded_objective(potential)
-    res = so.minimize(fun, x0, jac=True, method=method,
-                      options=dict(maxiter=int(maxiter), gtol=float(gtol)))
-    q_map = np.asarray(res.x, dtype=np.float64)
-    u_map, g_map = potential.value_and_grad(q_map)
-    n_eval = counter[0] + 2
 
-    def hessian_at(q):
-        """(H, source, exact evaluations spent)."""
-        if isinstance(hessian, np.ndarray):
-            return hessian.copy(), "given", 0
-        H, source = (None, None) if hessian == "fd" else _model_hessian(potential, q)
-        if H is not None:
-            return H, source, 0
-        if hessian == "model":
-            raise ValueError(f"{type(potential).__name__} provides no Hessian "
-                             "(hessian, fisher_information or precision); use hessian='fd'")
-        return finite_difference_hessian(potential.grad, q, fd_step), "fd", 2 * d
+def _hessian_at(potential, hessian, q, fd_step):
+    """(H, source, exact evaluations spent) at q, from the ``hessian``
+    argument of :func:`laplace_approximation` (a source name or an array)."""
+    if isinstance(hessian, np.ndarray):
+        return hessian.copy(), "given", 0
+    H, source = (None, None) if hessian == "fd" else _model_hessian(potential, q)
+    if H is not None:
+        return H, source, 0
+    if hessian == "model":
+        raise ValueError(f"{type(potential).__name__} provides no Hessian "
+                         "(hessian, fisher_information or precision); use hessian='fd'")
+    return finite_difference_hessian(potential.grad, q, fd_step), "fd", 2 * potential.dim
 
-    H, source, n_h = hessian_at(q_map)
-    n_eval += n_h
-    if H.shape != (d, d) or not np.all(np.isfinite(H)):
-        raise ValueError(f"the Hessian at the MAP is not a finite ({d}, {d}) matrix")
-    # Newton polish: quasi-Newton optimisers stop at a relative decrease of U
-    # (q_MAP good to ~1e-7); a Newton step or two with the Hessian brings it to
-    # rounding level (one step is exact for a quadratic U)
-    newton = 0
+
+def _newton_polish(potential, hessian, fd_step, q_map, u_map, g_map, H):
+    """Up to three Newton steps from the optimiser's q_MAP.
+
+    Quasi-Newton optimisers stop at a relative decrease of U (q_MAP good to
+    ~1e-7); a Newton step or two with the Hessian brings it to rounding level
+    (one step is exact for a quadratic U).  A step is kept only when it lowers
+    the gradient norm without raising U.  Returns (q_map, u_map, g_map, H,
+    Newton steps kept, exact evaluations spent)."""
+    newton = n_eval = 0
     for _ in range(3):
         try:
             step = np.linalg.solve(0.5 * (H + H.T), g_map)
@@ -238,28 +268,26 @@ def laplace_approximation(potential, init=None, *, hessian="auto", method="L-BFG
             break
         q_map, u_map, g_map = q_new, u_new, g_new
         newton += 1
-        H, _, n_h = hessian_at(q_map)
+        H, _, n_h = _hessian_at(potential, hessian, q_map, fd_step)
         n_eval += n_h
         if np.linalg.norm(step) <= 1e-14 * max(1.0, np.linalg.norm(q_map)):
             break
-    gnorm = float(np.linalg.norm(g_map))
-    if gnorm > 1e-4 * max(1.0, float(np.linalg.norm(g0))):
-        warnings.warn(f"the MAP search did not converge ({res.message}); gradient norm "
-                      f"{gnorm:.3g} at the returned point", RuntimeWarning, stacklevel=2)
+    return q_map, u_map, g_map, H, newton, n_eval
+
+
+def _floored_hessian(H, min_eigenvalue):
+    """(H symmetrised, with its eigenvalues below ``min_eigenvalue`` x the
+    largest raised to that floor (with a warning), number raised)."""
     H = 0.5 * (H + H.T)
     w, V = np.linalg.eigh(H)
     floor = min_eigenvalue * max(float(w.max()), np.finfo(float).tiny)
     clipped = int(np.sum(w < floor))
     if clipped:
+        # stacklevel 3: the caller of laplace_approximation
         warnings.warn(f"the Hessian at the MAP has {clipped} eigenvalue(s) below "
                       f"{min_eigenvalue:g} x the largest (smallest {w.min():.3g}); raised to that "
                       "floor: the Laplace approximation is unreliable in those directions",
-                      RuntimeWarning, stacklevel=2)
+                      RuntimeWarning, stacklevel=3)
         H = (V * np.maximum(w, floor)) @ V.T
         H = 0.5 * (H + H.T)
-    info = {"hessian_source": source, "n_evaluations": int(n_eval),
-            "optimizer": {"success": bool(res.success), "message": str(res.message),
-                          "iterations": int(getattr(res, "nit", -1)), "grad_norm": gnorm,
-                          "newton_steps": newton},
-            "clipped_eigenvalues": clipped}
-    return LaplaceApproximation(q_map, H, u_map, info)
+    return H, clipped

@@ -200,6 +200,15 @@ def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge="auto
     RandomNetwork
         A Potential; ``net.info`` holds the training RMSE.
     """
+    Q, u, directions = _checked_data(Q, u, directions, activation, standardize)
+    with _blas_threads.blas_threads(blas_threads):
+        return _fit(Q, u, n_hidden, activation, ridge, standardize, input_scale, seed,
+                    rbf_scale, shift_targets, validation, progress, directions)
+
+
+def _checked_data(Q, u, directions, activation, standardize):
+    """Q (N, dim), u (N,) and directions (k, dim) or None for
+    :func:`train_random_network`, as float64 arrays, checked."""
     Q = np.ascontiguousarray(Q, dtype=np.float64)
     u = np.asarray(u, dtype=np.float64).ravel()
     if Q.ndim != 2 or u.shape[0] != Q.shape[0]:
@@ -222,9 +231,7 @@ def train_random_network(Q, u, n_hidden=1000, activation="softplus", ridge="auto
         if activation == "rbf" or standardize is False:
             raise ValueError("directions apply to additive nodes on standardised inputs "
                              "(not activation='rbf' or standardize=False)")
-    with _blas_threads.blas_threads(blas_threads):
-        return _fit(Q, u, n_hidden, activation, ridge, standardize, input_scale, seed,
-                    rbf_scale, shift_targets, validation, progress, directions)
+    return Q, u, directions
 
 
 def _projected_whitening(Q, P):
@@ -238,10 +245,9 @@ def _projected_whitening(Q, P):
     return shift, Tk @ P
 
 
-def _fit(Q, u, n_hidden, activation, ridge, standardize, input_scale, seed, rbf_scale,
-         shift_targets, validation, progress, directions=None):
-    rng = np.random.default_rng(seed)
-    dim = Q.shape[1]
+def _checked_choices(input_scale, ridge, standardize):
+    """(input scale automatic, ridge automatic), or the ValueError that names
+    the bad option."""
     auto_c = isinstance(input_scale, str)
     auto_r = isinstance(ridge, str)
     if (auto_c and input_scale != "auto") or (auto_r and ridge != "auto"):
@@ -252,15 +258,57 @@ def _fit(Q, u, n_hidden, activation, ridge, standardize, input_scale, seed, rbf_
         raise ValueError(f"ridge must be >= 0, got {ridge!r}")
     if standardize not in (True, False, "whiten"):
         raise ValueError(f'standardize must be True, False or "whiten", got {standardize!r}')
-    whiten = None
+    return auto_c, auto_r
+
+
+def _input_map(Q, directions, standardize, activation):
+    """(standardize, w_shift, whiten): the whitening x = whiten (q - w_shift)
+    of the directions' projections or of q itself (standardize then True),
+    or whiten None (standardize unchanged)."""
     if directions is not None:
         w_shift, whiten = _projected_whitening(Q, directions)
-        standardize = True
-    elif standardize == "whiten":
+        return True, w_shift, whiten
+    if standardize == "whiten":
         if activation == "rbf":
             raise ValueError('standardize="whiten" applies to additive nodes only')
         w_shift, whiten = whitening(Q)
-        standardize = True
+        return True, w_shift, whiten
+    return standardize, None, None
+
+
+def _select(make, Q, u, offset, scales, ridges, n_val, report):
+    """((input scale, ridge) with the lowest RMSE of U on the last ``n_val``
+    points, fitted on the others; {(scale, ridge): RMSE} of every pair)."""
+    choice, scores, best = (scales[0], ridges[0]), {}, np.inf
+    for k, c in enumerate(scales):
+        net = make(c)
+        H = net.features(Q)
+        Ht, Hv = H[:-n_val], H[-n_val:]
+        for r, (v, b) in zip(ridges, _ridge_path(Ht, u[:-n_val] - offset, ridges)):
+            err = float(np.sqrt(np.mean((Hv @ v + b + offset - u[-n_val:]) ** 2)))
+            scores[(c, r)] = err
+            if err < best:
+                best, choice = err, (c, r)
+        report(k + 1)
+    return choice, scores
+
+
+def _inputs_text(directions, whiten, standardize):
+    """What the units see, for ``net.info["inputs"]``."""
+    if whiten is None:
+        return "standardised" if standardize else "raw"
+    return f"{whiten.shape[0]} whitened projections" if directions is not None else "whitened"
+
+
+def _fit(Q, u, n_hidden, activation, ridge, standardize, input_scale, seed, rbf_scale,
+         shift_targets, validation, progress, directions=None):
+    """The network of :func:`train_random_network` on checked data: input
+    scale and ridge chosen on the last ``validation`` fraction of the points
+    when there is a choice, then the output layer fitted on every point."""
+    rng = np.random.default_rng(seed)
+    dim = Q.shape[1]
+    auto_c, auto_r = _checked_choices(input_scale, ridge, standardize)
+    standardize, w_shift, whiten = _input_map(Q, directions, standardize, activation)
     if not standardize or activation == "rbf":
         auto_c, input_scale = False, 1.0
     scales = INPUT_SCALES if auto_c else (float(input_scale),)
@@ -287,8 +335,6 @@ def _fit(Q, u, n_hidden, activation, ridge, standardize, input_scale, seed, rbf_
                                     shift=shift, scale=scale, centres=centres,
                                     rbf_scale=rbf_scale)
 
-    choice = (scales[0], ridges[0])
-    scores = {}
     if not (isinstance(validation, (int, float, np.integer, np.floating))
             and 0.0 <= validation < 1.0):
         raise ValueError(f"validation must be a fraction in [0, 1), got {validation!r}")
@@ -300,18 +346,9 @@ def _fit(Q, u, n_hidden, activation, ridge, standardize, input_scale, seed, rbf_
         if progress is not None:
             progress(k, n_steps)
 
+    choice, scores = (scales[0], ridges[0]), {}
     if select:
-        best = np.inf
-        for k, c in enumerate(scales):
-            net = make(c)
-            H = net.features(Q)
-            Ht, Hv = H[:-n_val], H[-n_val:]
-            for r, (v, b) in zip(ridges, _ridge_path(Ht, u[:-n_val] - offset, ridges)):
-                err = float(np.sqrt(np.mean((Hv @ v + b + offset - u[-n_val:]) ** 2)))
-                scores[(c, r)] = err
-                if err < best:
-                    best, choice = err, (c, r)
-            report(k + 1)
+        choice, scores = _select(make, Q, u, offset, scales, ridges, n_val, report)
     net = make(choice[0])
     H = net.features(Q)
     v, b = _ridge_path(H, u - offset, [choice[1]])[0]
@@ -321,8 +358,6 @@ def _fit(Q, u, n_hidden, activation, ridge, standardize, input_scale, seed, rbf_
     report(n_steps)
     net.info = {"train_rmse": float(np.sqrt(np.mean(resid ** 2))), "n_train": Q.shape[0],
                 "ridge": choice[1], "input_scale": choice[0],
-                "inputs": (f"{whiten.shape[0]} whitened projections" if directions is not None
-                           else "whitened") if whiten is not None else
-                          ("standardised" if standardize else "raw"),
+                "inputs": _inputs_text(directions, whiten, standardize),
                 "validation_rmse": {f"{c:g}/{r:g}": e for (c, r), e in scores.items()}}
     return net

@@ -235,12 +235,7 @@ def fit_value_gradient(Q, u, G=None, *, base=None, n_hidden=300, held_out=None, 
     has_grad = np.all(np.isfinite(G), axis=1)
     if not values and not has_grad.any():
         raise ValueError("values=False (score matching) needs gradients")
-    Bq, gB = gaussian_base_terms(base, Q)
-    r = u - Bq
-    Rq = np.where(has_grad[:, None], G - gB, 0.0)
-    m, T, L = _whitening(base, Q)
-    X = (Q - m) @ T.T
-    Rx = Rq @ L                 # gradient in x: L^T g, as rows
+    r, X, Rx, m, T = _whitened_residuals(base, Q, u, G, has_grad)
     base_acc = predicted_acceptance(r[held_out]) if base is not None else 0.0
     info = {"n_points": int(N), "n_gradients": int(has_grad.sum()), "n_hidden": int(n_hidden),
             "base_acceptance": base_acc}
@@ -250,22 +245,9 @@ def fit_value_gradient(Q, u, G=None, *, base=None, n_hidden=300, held_out=None, 
     rng = np.random.default_rng(seed)
     W0 = rng.standard_normal((n_hidden, d)) / np.sqrt(d)
     b0 = rng.standard_normal(n_hidden)
-    tr = np.flatnonzero(~held_out)
-    if tr.shape[0] > MAX_SELECTION_POINTS:      # the choice on an even subsample
-        tr = tr[even_indices(tr.shape[0], MAX_SELECTION_POINTS)]
-    best = (-1.0, None, None)
     with _blas_threads.blas_threads(blas_threads):
-        for c in input_scales:
-            des = _Design(X[tr], Rx[tr], r[tr], has_grad[tr], W0, b0, c, values)
-            Hh = _features(X[held_out], W0, b0, c)[0]
-            for lam in RIDGES:
-                v, b = des.solve(lam)
-                if not np.all(np.isfinite(v)):
-                    continue
-                acc = predicted_acceptance(r[held_out] - (Hh @ v + b))
-                if acc > best[0]:
-                    best = (acc, c, lam)
-        acc, c, lam = best
+        acc, c, lam = _best_scale_and_ridge(X, Rx, r, has_grad, held_out, W0, b0, input_scales,
+                                            values)
         if c is None or (base is not None and acc <= base_acc):
             if base is None:
                 raise ValueError("no finite network fit")
@@ -278,6 +260,41 @@ def fit_value_gradient(Q, u, G=None, *, base=None, n_hidden=300, held_out=None, 
                 predicted_acceptance=acc, rows="values and gradients" if values else "gradients")
     V = net if base is None else WeightedSum([base, net])
     return V, info
+
+
+def _whitened_residuals(base, Q, u, G, has_grad):
+    """(r, X, Rx, m, T): the residuals r = U - B of the values, the points in
+    whitened coordinates X = (Q - m) T^T, and the gradient residuals
+    grad U - grad B in those coordinates (L^T g as rows; zero rows where
+    there is no gradient)."""
+    Bq, gB = gaussian_base_terms(base, Q)
+    r = u - Bq
+    Rq = np.where(has_grad[:, None], G - gB, 0.0)
+    m, T, L = _whitening(base, Q)
+    X = (Q - m) @ T.T
+    Rx = Rq @ L                 # gradient in x: L^T g, as rows
+    return r, X, Rx, m, T
+
+
+def _best_scale_and_ridge(X, Rx, r, has_grad, held_out, W0, b0, input_scales, values):
+    """(predicted acceptance, input scale, ridge) of the fit on the training
+    points (an even subsample of at most MAX_SELECTION_POINTS) that scores
+    best on the held-out points; (-1, None, None) when no fit is finite."""
+    tr = np.flatnonzero(~held_out)
+    if tr.shape[0] > MAX_SELECTION_POINTS:      # the choice on an even subsample
+        tr = tr[even_indices(tr.shape[0], MAX_SELECTION_POINTS)]
+    best = (-1.0, None, None)
+    for c in input_scales:
+        des = _Design(X[tr], Rx[tr], r[tr], has_grad[tr], W0, b0, c, values)
+        Hh = _features(X[held_out], W0, b0, c)[0]
+        for lam in RIDGES:
+            v, b = des.solve(lam)
+            if not np.all(np.isfinite(v)):
+                continue
+            acc = predicted_acceptance(r[held_out] - (Hh @ v + b))
+            if acc > best[0]:
+                best = (acc, c, lam)
+    return best
 
 
 def fit_fitc_residual(Q, u, *, base=None, n_inducing=100, held_out=None, seed=None,
