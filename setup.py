@@ -90,9 +90,11 @@ ALL_EXTENSIONS = [
     # core: the contract, the chain loop, BLAS
     ext("core._blas", ["fs_common.c"]),
     ext("core._potential", ["fs_common.c", "fs_compose.c"]),
-    ext("core._hmc", ["fs_common.c", "fs_adapt.c", "fs_hmc.c", "fs_nuts.c", "fs_surrogate.c"], rng=True),
+    ext("core._hmc", ["fs_common.c", "fs_adapt.c", "fs_transition.c", "fs_hmc.c", "fs_nuts.c",
+                      "fs_surrogate.c"], rng=True),
     # Riemannian-manifold HMC: metrics and the generalized leapfrog
-    ext("core._rmhmc", ["fs_common.c", "fs_adapt.c", "fs_hmc.c", "fs_nuts.c", "fs_surrogate.c", "fs_rmhmc.c",
+    ext("core._rmhmc", ["fs_common.c", "fs_adapt.c", "fs_transition.c", "fs_hmc.c", "fs_nuts.c",
+                        "fs_surrogate.c", "fs_rmhmc.c",
                         "fs_metrics.c", "fs_glm.c", "fs_network.c"], rng=True),
     # models: data-sum GLM kernels and the other compiled models
     ext("models._glm", ["fs_common.c", "fs_glm.c"]),

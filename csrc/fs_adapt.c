@@ -20,7 +20,7 @@ static double clamp_metric(double x)
 static void set_diag(fs_metric_adapt *a, int j, double inv)
 {
     inv = clamp_metric(inv);
-    if (a->low_rank) {          /* sigma_j and 1 / sigma_j (fs_hmc.h's layout) */
+    if (a->low_rank) {          /* sigma_j and 1 / sigma_j (fs_transition.h's layout) */
         a->inv_metric[j] = sqrt(inv);
         a->metric_chol[j] = 1.0 / sqrt(inv);
     } else {
@@ -202,7 +202,7 @@ static void projected_cov(int d, int k, int n, const double *Q, const double *Z,
         }
 }
 
-/* The factored metric (fs_hmc.h's layout): sigma, then the eigenpairs of S
+/* The factored metric (fs_transition.h's layout): sigma, then the eigenpairs of S
    (k x k: vectors V, values w) outside the cutoff, each vector u = Q v. */
 static void write_metric(fs_metric_adapt *a, int k, const double *Q, const double *V,
                          double *w, const double *sigma)

@@ -28,7 +28,7 @@
  * (lambda, u) outside [1/2, 2] (at most 160, the furthest from 1 first)
  * give M^{-1} = D (I + sum (lambda - 1) u u^T) D
  * (nutpie's low-rank modified mass matrix; elsewhere the diagonal), kept
- * factored (FS_METRIC_LOW_RANK in fs_hmc.h: O(dim r) per product).
+ * factored (FS_METRIC_LOW_RANK in fs_transition.h: O(dim r) per product).
  *
  * The end of the warm-up (stop_early = 1).  Because the metric always rests
  * on the last one or two windows, a longer warm-up does not give it more
@@ -88,7 +88,7 @@ typedef struct fs_metric_adapt {
     int low_rank;          /* 0: diagonal; 1: low rank plus diagonal (dense)   */
     const fs_blas *blas;   /* low rank: dsyev                                   */
     /* diagonal: dim values M^{-1}_jj and sqrt(M_jj); low rank: the buffers
-       of FS_METRIC_LOW_RANK (fs_hmc.h), rmax set by the caller.  Written
+       of FS_METRIC_LOW_RANK (fs_transition.h), rmax set by the caller.  Written
        here. */
     double *inv_metric;
     double *metric_chol;

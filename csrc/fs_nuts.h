@@ -13,12 +13,12 @@
  * Stan 2.26) across the two halves of every merge, with one extra point.
  *
  * The transition runs on the same configuration, point and info records as
- * HMC (fs_hmc.h), with one potential: NUTS has no separate judge.
+ * HMC (fs_transition.h), with one potential: NUTS has no separate judge.
  */
 #ifndef FS_NUTS_H
 #define FS_NUTS_H
 
-#include "fs_hmc.h"
+#include "fs_transition.h"
 
 #ifdef __cplusplus
 extern "C" {

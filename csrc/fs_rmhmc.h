@@ -13,7 +13,7 @@
  * whose fixed point does not converge is a divergence (rejected, counted).
  * The step is symmetric and volume preserving (to the fixed-point tolerance).
  *
- * Two potentials and two metrics, as in fs_hmc.h: `drive` and `dmetric`
+ * Two potentials and two metrics, as in fs_transition.h: `drive` and `dmetric`
  * move the trajectory; `judge` and `jmetric` (NULL: dmetric) give the
  * Hamiltonian of the Metropolis test, with the momentum drawn from
  * N(0, G_judge(q)).  RNS-RMHMC drives with the surrogate and its metric and

@@ -16,7 +16,7 @@
 #ifndef FS_SURROGATE_H
 #define FS_SURROGATE_H
 
-#include "fs_hmc.h"
+#include "fs_transition.h"
 
 #ifdef __cplusplus
 extern "C" {

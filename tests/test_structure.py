@@ -2,11 +2,15 @@
 (imports inside functions count), in samplers/ and across the whole
 package; no function of samplers/ is longer than 60 lines, none of the
 package longer than 80, and the deleted no-regret module stays deleted.
-Read from the source files of the installed package."""
+Read from the source files of the installed package; and the C files of
+csrc/ include one another's headers one way only (read from the checkout)."""
 import ast
 import importlib.machinery
 import importlib.util
+import re
 from pathlib import Path
+
+import pytest
 
 import fastsurrogate
 import fastsurrogate.samplers
@@ -184,3 +188,40 @@ def test_no_function_in_the_package_is_longer_than_80_lines():
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
             and n.end_lineno - n.lineno + 1 > MAX_FUNCTION_LINES]
     assert not long, long
+
+
+# -- csrc/: the C files include one another's headers one way only ----------------------
+
+CSRC = Path(__file__).resolve().parent.parent / "csrc"
+
+
+def _include_graph(folder):
+    """module -> the modules whose header its .c or .h includes, a module
+    being a .c/.h pair by its name ("fs_hmc": fs_hmc.c and fs_hmc.h)."""
+    graph = {}
+    for path in sorted(folder.glob("*.[ch]")):
+        deps = graph.setdefault(path.stem, set())
+        for name in re.findall(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)\.h"', path.read_text(),
+                               flags=re.M):
+            if name != path.stem:
+                deps.add(name)
+    return graph
+
+
+def test_the_include_reader_finds_a_cycle(tmp_path):
+    (tmp_path / "fs_a.c").write_text('#include <math.h>\n#include "fs_a.h"\n#include "fs_b.h"\n')
+    (tmp_path / "fs_a.h").write_text('#include "fs_common.h"\n')
+    (tmp_path / "fs_b.h").write_text('/* b */\n  #  include "fs_a.h"   /* back */\n')
+    graph = _include_graph(tmp_path)
+    assert graph == {"fs_a": {"fs_b", "fs_common"}, "fs_b": {"fs_a"}}
+    assert _cycle(graph) == ["fs_a", "fs_b", "fs_a"]
+
+
+@pytest.mark.skipif(not CSRC.is_dir(), reason="csrc/ not present (an installed package)")
+def test_csrc_includes_one_another_without_a_cycle():
+    graph = _include_graph(CSRC)
+    # the graph is read: the chain loop sits above the transitions
+    assert {"fs_transition", "fs_nuts", "fs_surrogate", "fs_adapt"} <= graph["fs_hmc"]
+    assert "fs_transition" in graph["fs_nuts"] and "fs_nuts" in graph["fs_surrogate"]
+    cycle = _cycle(graph)
+    assert cycle is None, "#include cycle in csrc/: " + " -> ".join(cycle)

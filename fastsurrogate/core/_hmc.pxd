@@ -1,8 +1,9 @@
-# Declarations of csrc/fs_hmc.h, csrc/fs_nuts.h and csrc/fs_surrogate.h.
+# Declarations of csrc/fs_transition.h, csrc/fs_hmc.h, csrc/fs_adapt.h,
+# csrc/fs_nuts.h and csrc/fs_surrogate.h.
 from libc.stdint cimport int8_t, int32_t
 from fastsurrogate.core._common cimport fs_potential, fs_rng, fs_blas
 
-cdef extern from "fs_hmc.h" nogil:
+cdef extern from "fs_transition.h" nogil:
     enum:
         FS_METRIC_UNIT
         FS_METRIC_DIAG
@@ -12,6 +13,8 @@ cdef extern from "fs_hmc.h" nogil:
     enum:
         FS_ALGORITHM_HMC
         FS_ALGORITHM_NUTS
+    size_t FS_LOW_RANK_INV_SIZE(int dim, int rmax)
+    size_t FS_LOW_RANK_CHOL_SIZE(int dim, int rmax)
 
     ctypedef struct fs_hmc_config:
         int dim
@@ -46,6 +49,15 @@ cdef extern from "fs_hmc.h" nogil:
         int tree_depth
         double inner_accept_prob
 
+    size_t fs_hmc_workspace_size(int dim)
+    int fs_hmc_point_init(const fs_hmc_config *cfg, const fs_potential *drive,
+                          const fs_potential *judge, fs_hmc_point *cur)
+    int fs_hmc_transition(const fs_hmc_config *cfg, const fs_potential *drive,
+                          const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
+                          double *work, fs_hmc_info *info)
+
+
+cdef extern from "fs_hmc.h" nogil:
     ctypedef struct fs_hmc_trace:
         double *draws
         double *potential
@@ -78,12 +90,6 @@ cdef extern from "fs_hmc.h" nogil:
 
     void fs_dual_avg_init(fs_dual_avg *da, double step_size, double delta)
     double fs_dual_avg_update(fs_dual_avg *da, double accept_prob)
-    size_t fs_hmc_workspace_size(int dim)
-    int fs_hmc_point_init(const fs_hmc_config *cfg, const fs_potential *drive,
-                          const fs_potential *judge, fs_hmc_point *cur)
-    int fs_hmc_transition(const fs_hmc_config *cfg, const fs_potential *drive,
-                          const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
-                          double *work, fs_hmc_info *info)
     int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
                    const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
                    fs_dual_avg *adapt, long n_iter, const fs_hmc_trace *trace,
@@ -114,8 +120,6 @@ cdef extern from "fs_adapt.h" nogil:
         FS_METRIC_ADAPT_DONE
         FS_WARMUP_DONE
     size_t FS_METRIC_ADAPT_STATS(int dim, int low_rank)
-    size_t FS_LOW_RANK_INV_SIZE(int dim, int rmax)
-    size_t FS_LOW_RANK_CHOL_SIZE(int dim, int rmax)
     void fs_metric_adapt_init(fs_metric_adapt *a, long n_warmup, int stop_early,
                               const double *q, const double *g)
     int fs_metric_adapt_update(fs_metric_adapt *a, const double *q, const double *g,

@@ -1,5 +1,5 @@
 """One HMC or NUTS chain whose whole loop runs in C (csrc/fs_hmc.c,
-csrc/fs_nuts.c, csrc/fs_surrogate.c) without the GIL.
+csrc/fs_transition.c, csrc/fs_nuts.c, csrc/fs_surrogate.c) without the GIL.
 
 `Chain` is the building block of every sampler in fastsurrogate: it holds the
 current state, the step size and mass matrix, the dual-averaging state and
@@ -71,7 +71,7 @@ class LowRankMetric:
     orthonormal columns U (``vectors``): the diagonal metric sigma^2 except
     along r directions, where (in the coordinates scaled by D) the variance
     is ``values``.  A chain applies it in O(dim r) per leapfrog step
-    (csrc/fs_hmc.h, FS_METRIC_LOW_RANK); ``adaptation="fisher"`` with
+    (csrc/fs_transition.h, FS_METRIC_LOW_RANK); ``adaptation="fisher"`` with
     ``metric="low-rank"`` adapts one, and ``Chain.inv_metric`` and
     ``Result.inv_metric`` return it.
 
