@@ -60,6 +60,56 @@ int fs_weighted_sum_eval(void *state, const double *q, double *value, double *gr
     return status;
 }
 
+int fs_clamped_sum_eval(void *state, const double *q, double *value, double *grad)
+{
+    const fs_clamped_sum *st = (const fs_clamped_sum *)state;
+    const fs_weighted_sum *sum = st->sum;
+    const fs_potential *z = &sum->terms[0], *base = &sum->terms[1];
+    const double wz = sum->weights[0], wl = sum->weights[1], R = *st->radius;
+    const int d = sum->dim;
+    double ul = 0.0, uz = 0.0, r, s = 1.0, t;
+    double *gz = NULL, *p = NULL;
+    int j, status;
+
+    status = base->eval(base->state, q, &ul, grad);
+    if (status != FS_OK || wz == 0.0) {
+        if (status == FS_OK && grad != NULL)
+            for (j = 0; j < d; j++) grad[j] *= wl;
+        if (status == FS_OK && value != NULL) *value = wl * ul;
+        return status;
+    }
+    r = sqrt(2.0 * fmax(ul - st->base_min, 0.0));
+    if (grad != NULL) {
+        gz = fs_pool_take((fs_pool *)&sum->pool);
+        if (gz == NULL) return FS_ENOMEM;
+    }
+    if (r > R) {
+        p = fs_pool_take((fs_pool *)&sum->pool);
+        if (p == NULL) {
+            if (gz != NULL) fs_pool_give((fs_pool *)&sum->pool, gz);
+            return FS_ENOMEM;
+        }
+        s = R / r;
+        for (j = 0; j < d; j++) p[j] = st->centre[j] + s * (q[j] - st->centre[j]);
+    }
+    status = z->eval(z->state, p != NULL ? p : q, &uz, gz);
+    if (status == FS_OK && grad != NULL) {
+        if (p == NULL) {
+            for (j = 0; j < d; j++) grad[j] = wl * grad[j] + wz * gz[j];
+        } else {
+            /* d/dq z(p(q)) = s (g - ((q - c) . g / r^2) grad L), grad r = grad L / r */
+            t = 0.0;
+            for (j = 0; j < d; j++) t += (q[j] - st->centre[j]) * gz[j];
+            t /= r * r;
+            for (j = 0; j < d; j++) grad[j] = (wl - wz * s * t) * grad[j] + wz * s * gz[j];
+        }
+    }
+    if (p != NULL) fs_pool_give((fs_pool *)&sum->pool, p);
+    if (gz != NULL) fs_pool_give((fs_pool *)&sum->pool, gz);
+    if (status == FS_OK && value != NULL) *value = wl * ul + wz * uz;
+    return status;
+}
+
 /* Keeps stored rows 0, 2, 4, ... (stream indices that are multiples of
  * 2 * every) in place, in order, and doubles `every`. */
 static void decimate(fs_recorder *st, int d)

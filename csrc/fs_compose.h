@@ -6,6 +6,11 @@
  *   by users who combine a likelihood and a prior.  A term whose weight is
  *   exactly zero is not evaluated at all.  Thread-safe when every term is.
  *
+ * fs_clamped_sum: a two-term weighted sum [z, L] whose first term is held
+ *   at its value on a sphere around L's centre beyond it (below).  VHMC's
+ *   surrogate: z counts where its training points are, and exp(-V) has L's
+ *   tails beyond them.
+ *
  * fs_recorder: evaluates an inner potential and stores every (q, grad U(q))
  *   it is asked for (and U(q) when that was computed too), up to a capacity.
  *   Driving a chain's leapfrog with a recorder collects the training set of
@@ -43,6 +48,26 @@ int fs_weighted_sum_init(fs_weighted_sum *st, int dim, int n_terms,
                          const fs_potential *terms, const double *weights);
 void fs_weighted_sum_free(fs_weighted_sum *st);
 int fs_weighted_sum_eval(void *state, const double *q, double *value, double *grad);
+
+/* fs_clamped_sum: V(q) = w_0 z(p(q)) + w_1 L(q), the terms and weights of a
+ * weighted sum [z, L] (borrowed, with its scratch pool), L a quadratic with
+ * its minimum base_min at `centre`, r(q) = sqrt(2 (L(q) - base_min)) the
+ * distance from the centre in L's own metric, and p(q) = q inside the ball
+ * r <= *radius, its radial projection onto the sphere r = R outside:
+ * p(q) = centre + (R / r) (q - centre).  Beyond the ball z is frozen along
+ * each ray at its value on the sphere, so V grows like w_1 L there and
+ * exp(-V) is normalisable whatever z does away from its data.  V is
+ * continuous; its gradient loses z's radial part across the sphere.
+ * *radius is read at every evaluation (the owner may grow it between
+ * evaluations).  Thread-safe when both terms are. */
+typedef struct fs_clamped_sum {
+    const fs_weighted_sum *sum;  /* n_terms == 2: [z, L]                    */
+    const double *centre;        /* dim: the minimum of L                   */
+    double base_min;             /* L(centre)                               */
+    const double *radius;        /* R >= 0                                  */
+} fs_clamped_sum;
+
+int fs_clamped_sum_eval(void *state, const double *q, double *value, double *grad);
 
 typedef struct fs_recorder {
     fs_potential inner;

@@ -203,3 +203,71 @@ def test_recorder_without_decimation_stops_at_capacity():
         rec.value_and_grad(np.array([float(i), 0.0]))
     np.testing.assert_array_equal(rec.points()[0][:, 0], [0.0, 1.0, 2.0, 3.0])
     assert rec.every == 1 and rec.n_seen == 10
+
+
+def _clamped_reference(net, mean, cov, weights, radius, q):
+    """NumPy: V = w0 z(p(q)) + w1 L(q), p the radial projection onto the sphere
+    r = radius in L's metric; the gradient by the chain rule."""
+    P = np.linalg.inv(cov)
+    x = q - mean
+    L, gL = 0.5 * x @ P @ x, P @ x
+    r = np.sqrt(2 * L)
+    if r <= radius:
+        return weights[0] * net.value(q) + weights[1] * L, weights[0] * net.grad(q) + weights[1] * gL
+    s = radius / r
+    p = mean + s * x
+    gz = net.grad(p)
+    # d p / d q = s I - s x (grad r)^T / r, grad r = gL / r
+    J = s * np.eye(len(q)) - s * np.outer(x, gL) / r ** 2
+    return weights[0] * net.value(p) + weights[1] * L, weights[0] * J.T @ gz + weights[1] * gL
+
+
+def _clamped_case(seed=0, d=4):
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(d, d))
+    cov, mean = A @ A.T + np.eye(d), rng.normal(size=d)
+    net = RandomNetwork.random(d, 30, activation="softplus", seed=seed)
+    net.output_weights = rng.normal(size=30)
+    return rng, net, mean, cov
+
+
+def test_clamped_sum_matches_numpy_inside_and_outside_the_ball():
+    from fastsurrogate.core import ClampedSum
+    rng, net, mean, cov = _clamped_case()
+    L = models.Gaussian(mean, cov)
+    V = ClampedSum(net, L, [0.7, 1.3], mean, radius=1.5)
+    # Gaussian's value has no constant here: L(mean) = 0 is its minimum
+    for scale in (0.05, 0.5, 3.0, 30.0):
+        q = mean + scale * rng.normal(size=4)
+        u, g = V.value_and_grad(q)
+        u_ref, g_ref = _clamped_reference(net, mean, cov, [0.7, 1.3], 1.5, q)
+        u_ref += 1.3 * L.value(mean)
+        np.testing.assert_allclose(u, u_ref, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(g, g_ref, rtol=1e-10, atol=1e-12)
+        assert np.isclose(V.distance(q), np.sqrt((q - mean) @ np.linalg.solve(cov, q - mean)))
+
+
+def test_clamped_sum_finite_differences_radius_and_pickle():
+    from fastsurrogate.core import ClampedSum
+    from fastsurrogate.diagnostics import check_gradient
+    rng, net, mean, cov = _clamped_case(1)
+    L = models.Gaussian(mean, cov)
+    V = ClampedSum(net, L, [1.0, 1.0], mean, radius=2.0)
+    for scale in (0.3, 5.0):          # inside, outside (away from the sphere's kink)
+        q = mean + scale * rng.normal(size=4)
+        assert check_gradient(V, q).ok
+    far = mean + 50.0 * rng.normal(size=4)
+    # beyond the ball z is held on the sphere: V - L is bounded there
+    assert abs(V.value(far) - L.value(far)) < np.abs(net.output_weights).sum() * 50
+    V.radius = 1e300                  # no clamp: V = z + L everywhere
+    np.testing.assert_allclose(V.value(far), net.value(far) + L.value(far), rtol=1e-12)
+    V.radius = 2.0
+    W = pickle.loads(pickle.dumps(V))
+    assert W.radius == 2.0 and np.array_equal(W.centre, V.centre)
+    np.testing.assert_array_equal(W.value_and_grad(far)[1], V.value_and_grad(far)[1])
+    with pytest.raises(ValueError, match="radius"):
+        V.radius = -1.0
+    with pytest.raises(ValueError, match="centre"):
+        ClampedSum(net, L, [1.0, 1.0], mean[:2])
+    V.weights = [0.0, 2.0]            # z's weight 0: z is not evaluated
+    np.testing.assert_allclose(V.value(far), 2.0 * L.value(far), rtol=1e-12)

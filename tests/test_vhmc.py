@@ -101,9 +101,10 @@ def test_vhmc_10d_gaussian_mean_and_covariance_within_5_percent(gauss10):
     assert res.info["exact_evaluations"]["after_t0"] == [0] * 4
     assert res.info["mu_final"][0] > 0.9999
     assert {"laplace", "train", "sample"} <= set(res.timings)
-    # the held-out score-matching error falls as the network learns
+    # z learns grad U - grad Laplace (laplace_tail), zero for a Gaussian up to the
+    # Laplace approximation's own error: the held-out error is small from the start
     tc = training_curve(res, window=200)
-    assert tc["relative"][-1] < 0.05 < tc["relative"][0]
+    assert tc["relative"].max() < 1e-6
     assert res.surrogate is res.info["surrogates"][0]
     assert res.surrogate.potentials[0] is res.info["networks"][0]
 
@@ -173,7 +174,7 @@ def test_vhmc_surrogate_kl_small_on_2d_gaussian_and_summary_marks_target():
     bounds = [(mean[0] - 9, mean[0] + 9), (mean[1] - 12, mean[1] + 12)]
     kl = kl_divergence_grid(res.surrogate, target, bounds, n_grid=201)
     sm = score_matching_distance_grid(res.surrogate, target, bounds, n_grid=201)
-    assert 0 <= kl < 1e-3 and 0 <= sm < 1e-2, (kl, sm)
+    assert -1e-12 <= kl < 1e-3 and 0 <= sm < 1e-2, (kl, sm)
     table = res.summary()
     assert table.overall["exact"] is False
     assert "surrogate-induced" in table.overall["target"]

@@ -36,6 +36,13 @@ cdef extern from "fs_compose.h" nogil:
     void fs_weighted_sum_free(fs_weighted_sum *st)
     int fs_weighted_sum_eval(void *state, const double *q, double *value, double *grad)
 
+    ctypedef struct fs_clamped_sum:
+        const fs_weighted_sum *sum
+        const double *centre
+        double base_min
+        const double *radius
+    int fs_clamped_sum_eval(void *state, const double *q, double *value, double *grad)
+
     ctypedef struct fs_recorder:
         fs_potential inner
         long capacity
@@ -60,3 +67,11 @@ cdef class WeightedSum(Potential):
     cdef cnp.ndarray _terms_mem
     cdef cnp.ndarray _weights
     cdef readonly tuple potentials
+
+
+cdef class ClampedSum(WeightedSum):
+    # gst.radius points into _radius (read at every evaluation): C code that
+    # holds this object may grow the radius between evaluations.
+    cdef fs_clamped_sum gst
+    cdef cnp.ndarray _radius
+    cdef readonly cnp.ndarray centre

@@ -830,6 +830,80 @@ cdef class WeightedSum(Potential):
                 f"{[type(t).__name__ for t in self.potentials]} weights={self.weights.tolist()}>")
 
 
+cdef class ClampedSum(WeightedSum):
+    """V(q) = w_0 z(p(q)) + w_1 L(q): z held at its values on a sphere beyond it.
+
+    L is a quadratic (a Gaussian potential, such as a Laplace
+    approximation's) with its minimum at ``centre``, and
+    r(q) = sqrt(2 (L(q) - L(centre))) is the distance from the centre in
+    L's own metric (for the Laplace approximation: in Laplace standard
+    deviations).  p(q) = q inside the ball r <= ``radius``; outside it,
+    p(q) = centre + (radius / r) (q - centre), the point where q's ray
+    from the centre meets the sphere.  So z counts as it is inside the
+    ball that holds its training points, and along each ray beyond it is
+    frozen at its value on the sphere: there V grows like w_1 L, and with
+    w_1 > 0, exp(-V) is normalisable whatever z would do away from its
+    data.  V is continuous; its gradient loses z's radial part across the
+    sphere.  VHMC's surrogate (``laplace_tail``).
+
+    Parameters
+    ----------
+    z, base : Potential
+        The two terms; ``base`` quadratic with its minimum at ``centre``.
+    weights : array_like, shape (2,)
+        (w_0, w_1), as for :class:`WeightedSum`.
+    centre : array_like, shape (dim,)
+        The minimum of ``base``.
+    radius : float
+        R >= 0; may be grown later through :attr:`radius`.
+    """
+
+    def __init__(self, z, base, weights, centre, radius=0.0):
+        super().__init__([z, base], weights)
+        c = np.array(centre, dtype=np.float64).ravel()
+        if c.shape != (self.pot.dim,) or not np.all(np.isfinite(c)):
+            raise ValueError(f"centre must be a finite array of shape ({self.pot.dim},)")
+        self.centre = c
+        self._radius = np.zeros(1)
+        self.radius = radius
+        self.gst.sum = &self.st
+        self.gst.centre = <const double *>cnp.PyArray_DATA(self.centre)
+        self.gst.base_min = float(base.value(c))
+        self.gst.radius = <const double *>cnp.PyArray_DATA(self._radius)
+        self.pot.state = &self.gst
+        self.pot.eval = fs_clamped_sum_eval
+
+    @property
+    def radius(self):
+        """R: z counts as it is where r(q) <= R."""
+        return float(self._radius[0])
+
+    @radius.setter
+    def radius(self, value):
+        r = float(value)
+        if not (r >= 0 and np.isfinite(r)):
+            raise ValueError(f"radius must be finite and >= 0, got {value!r}")
+        self._radius[0] = r
+
+    def distance(self, q):
+        """r(q) for q of shape (dim,) or (n, dim): the distance from the centre
+        in the base's metric."""
+        Q = np.asarray(q, dtype=np.float64)
+        base = self.potentials[1]
+        u = np.array([base.value(x) for x in Q.reshape(-1, self.pot.dim)])
+        r = np.sqrt(2.0 * np.maximum(u - self.gst.base_min, 0.0))
+        return r.reshape(Q.shape[:Q.ndim - 1]) if Q.ndim > 1 else float(r[0])
+
+    def __reduce__(self):
+        return (ClampedSum, (self.potentials[0], self.potentials[1], self.weights, self.centre,
+                             self.radius))
+
+    def __repr__(self):
+        return (f"<ClampedSum dim={self.pot.dim} terms="
+                f"{[type(t).__name__ for t in self.potentials]} weights={self.weights.tolist()} "
+                f"radius={self.radius:.4g}>")
+
+
 cdef class RecordingPotential(Potential):
     """A potential that stores every (q, grad U(q)) it evaluates.
 

@@ -223,22 +223,33 @@ def check_gradient_before(potential):
                                  "details; warn=False skips this check)")
 
 
-def run_warnings(res, rhat_max=1.01, min_ess_per_chain=100):
+def run_warnings(res, rhat_max=1.01, min_ess_per_chain=100, min_move=0.05):
     """What went wrong in a finished run: a list of sentences (empty when
     nothing did).  Stan's and ArviZ's checks: R-hat above ``rhat_max``, bulk
     or tail ESS below ``min_ess_per_chain`` times the chains, divergences,
-    trees at the maximum depth, chains that never moved."""
+    trees at the maximum depth, chains that never moved or moved in fewer
+    than ``min_move`` of their draws; and the sampler's own (a list of
+    sentences in ``res.info["warnings"]``, such as VHMC's draws beyond its
+    training points)."""
     from .mcmc import rhat, ess_bulk, ess_tail
     out = []
     draws = res.draws
     n_chains, n = draws.shape[0], draws.shape[1]
     if n < 4 or not np.all(np.isfinite(draws)):
         return out
-    moved = [bool(np.any(draws[c] != draws[c, 0])) for c in range(n_chains)]
-    if not all(moved):
-        stuck = [c for c, m in enumerate(moved) if not m]
+    moves = np.any(draws[:, 1:] != draws[:, :-1], axis=2).mean(axis=1)    # (chains,)
+    stuck = [c for c in range(n_chains) if not np.any(draws[c] != draws[c, 0])]
+    if stuck:
         out.append(f"chain(s) {stuck} never moved in {n} draws: a step size too large or too "
                    "small, or a starting point where the gradient is wrong")
+    slow = [c for c in range(n_chains) if c not in stuck and moves[c] < min_move]
+    if slow:
+        out.append(f"chain(s) {slow} moved in only {min(moves[c] for c in slow):.1%} to "
+                   f"{max(moves[c] for c in slow):.1%} of their draws: they are stuck where the "
+                   "proposals are poor (a surrogate that is wrong there, or a step size that "
+                   "does not fit this region); their draws add little")
+    info = res.info if isinstance(res.info, dict) else {}
+    out.extend(info.get("warnings", []))
     names = list(res.param_names)
     if n_chains > 1:
         r = np.asarray(rhat(draws))

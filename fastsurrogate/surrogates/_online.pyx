@@ -18,13 +18,13 @@ import threading
 import numpy as np
 cimport numpy as cnp
 from libc.stdlib cimport malloc, free
-from libc.math cimport isfinite, pow
+from libc.math cimport isfinite, pow, sqrt, fmax
 
 from libc.string cimport memcpy
 
 from fastsurrogate.core._blas cimport blas_table
 from fastsurrogate.core._common cimport fs_potential, fs_rng, FS_OK, FS_EINVAL
-from fastsurrogate.core._potential cimport Potential, WeightedSum
+from fastsurrogate.core._potential cimport Potential, WeightedSum, ClampedSum
 from fastsurrogate.core._hmc cimport ChainHook, fs_hmc_info, fs_hmc_point
 from fastsurrogate.surrogates._network cimport (RandomNetwork, fs_network,
                                                 network_features, network_grad_features)
@@ -538,8 +538,12 @@ cdef struct _score_state:
     fs_network *net
     fs_smw *smw
     double *smw_work
-    double *mix            # the two weights of V = mu z + (1 - mu) Laplace
+    double *mix            # the two weights of V: (mu, 1 - mu), or (mu, 1) with a base
     const double *mu       # mu[t], t = 1 .. t_max
+    const fs_potential *base   # NULL, or the Laplace term: z learns grad U - grad base
+    double *gbase          # d: grad base at the state
+    double *radius         # NULL, or a ClampedSum V's radius: grown to every training point's
+    double base_min        # the base's minimum (with radius)
     long t                 # training iteration the next call completes
     long t_max
     int s, d
@@ -550,14 +554,14 @@ cdef struct _score_state:
     double *sq_error       # ||A v - g||^2 before the point was absorbed
     double *sq_grad        # ||g||^2
     double *Q              # n_points x d: the points
-    double *G              # n_points x d: grad U there
+    double *G              # n_points x d: z's target there (grad U, or grad U - grad base)
     int pending            # 1: paused at iteration t - 1 (HOOK_RESOLVE)
 
 
 cdef inline void _score_finish(_score_state *st) noexcept nogil:
     cdef double m = st.mu[st.t]
     st.mix[0] = m
-    st.mix[1] = 1.0 - m
+    st.mix[1] = 1.0 if st.base != NULL else 1.0 - m
     st.pending = 0
 
 
@@ -567,22 +571,37 @@ cdef int _score_after(void *state, long iteration, fs_rng *rng, const fs_hmc_inf
     cdef _score_state *st = <_score_state *>state
     cdef int s = st.s, d = st.d, status, k, i
     cdef long n
-    cdef double acc, e2, g2
+    cdef double acc, e2, g2, ub, r
     cdef const double *row
     if st.t >= st.t_max or st.pending:
         return FS_EINVAL
     st.t += 1
+    g2 = 0.0
     if info.accepted:
         status = st.exact.eval(st.exact.state, cur.q, NULL, st.g)
         if status != FS_OK:
             return status
+        if st.base != NULL and _all_finite(st.g, d):
+            g2 = 0.0
+            for k in range(d):
+                g2 = g2 + st.g[k] * st.g[k]
+            status = st.base.eval(st.base.state, cur.q, &ub, st.gbase)
+            if status != FS_OK:
+                return status
+            for k in range(d):
+                st.g[k] = st.g[k] - st.gbase[k]
+            if st.radius != NULL and _all_finite(st.g, d):
+                # the gate's ball grows to hold every training point
+                r = sqrt(2.0 * fmax(ub - st.base_min, 0.0))
+                if r > st.radius[0]:
+                    st.radius[0] = r
         if _all_finite(st.g, d):
             status = network_grad_features(st.net, cur.q, st.A, NULL)
             if status != FS_OK:
                 return status
             # the held-out error of the current weights, before the update
+            # (with a base: of grad z + grad base against grad U)
             e2 = 0.0
-            g2 = 0.0
             for k in range(d):
                 row = st.A + <Py_ssize_t>k * s
                 acc = 0.0
@@ -590,7 +609,8 @@ cdef int _score_after(void *state, long iteration, fs_rng *rng, const fs_hmc_inf
                     acc = acc + row[i] * st.smw.v[i]
                 acc = acc - st.g[k]
                 e2 = e2 + acc * acc
-                g2 = g2 + st.g[k] * st.g[k]
+                if st.base == NULL:
+                    g2 = g2 + st.g[k] * st.g[k]
             n = st.n_points
             st.iteration[n] = st.t - 1
             st.sq_error[n] = e2
@@ -620,6 +640,13 @@ cdef class ScoreMatchingHook(ChainHook):
     every iteration t: V's weights become (mu[t], 1 - mu[t]) and the chain
     re-evaluates V at its state.
 
+    With ``residual=True``, z learns grad U - grad L instead (L = V's second
+    term, the Laplace approximation) and V's weights become (mu[t], 1):
+    V_t = mu_t z + L keeps L's quadratic growth away from the data, so that
+    exp(-V) is normalisable whatever z does there (z's slope is bounded).
+    When V is a :class:`~fastsurrogate.core.ClampedSum`, its radius grows to
+    hold every training point (z counts as it is there, held beyond).
+
     Parameters
     ----------
     exact : Potential
@@ -634,6 +661,8 @@ cdef class ScoreMatchingHook(ChainHook):
         mu[t] for t = 1 .. t_max (mu[0] unused), in [0, 1].
     start : int
         The iteration the first call completes (0 for a fresh training).
+    residual : bool
+        Fit grad U - grad L and keep L's weight at 1 (above).
 
     A breakdown of the SMW recursion pauses the run (``Chain.run`` returns
     status HOOK_RESOLVE with the iteration counted): the owner re-solves the
@@ -646,10 +675,12 @@ cdef class ScoreMatchingHook(ChainHook):
     cdef readonly RandomNetwork net
     cdef readonly WeightedSum V
     cdef readonly SMWTrainer trainer
-    cdef cnp.ndarray _mu, _A, _g, _iteration, _sq_error, _sq_grad, _Q, _G
+    cdef cnp.ndarray _mu, _A, _g, _gbase, _iteration, _sq_error, _sq_grad, _Q, _G
+    cdef readonly bint residual
 
     def __init__(self, Potential exact not None, RandomNetwork net not None,
-                 WeightedSum V not None, SMWTrainer trainer not None, mu, long start=0):
+                 WeightedSum V not None, SMWTrainer trainer not None, mu, long start=0,
+                 bint residual=False):
         cdef int s = net.net.n_hidden, d = net.net.dim
         if exact.pot.eval == NULL:
             raise TypeError("exact is not initialised")
@@ -673,9 +704,11 @@ cdef class ScoreMatchingHook(ChainHook):
         if not 0 <= start <= t_max:
             raise ValueError(f"start must be in [0, {t_max}], got {start}")
         self.exact, self.net, self.V, self.trainer = exact, net, V, trainer
+        self.residual = residual
         self._mu = mu_arr
         self._A = np.empty(<Py_ssize_t>d * s)
         self._g = np.empty(d)
+        self._gbase = np.empty(d)
         n_cap = t_max - start
         self._iteration = np.empty(n_cap, dtype=np.int64)
         self._sq_error = np.empty(n_cap)
@@ -688,6 +721,13 @@ cdef class ScoreMatchingHook(ChainHook):
         self.st.smw_work = trainer.work
         self.st.mix = <double *>cnp.PyArray_DATA(V._weights)
         self.st.mu = <const double *>cnp.PyArray_DATA(self._mu)
+        self.st.base = &(<Potential>V.potentials[1]).pot if residual else NULL
+        self.st.gbase = <double *>cnp.PyArray_DATA(self._gbase)
+        self.st.radius = NULL
+        self.st.base_min = 0.0
+        if residual and isinstance(V, ClampedSum):
+            self.st.radius = <double *>cnp.PyArray_DATA((<ClampedSum>V)._radius)
+            self.st.base_min = (<ClampedSum>V).gst.base_min
         self.st.t = start
         self.st.t_max = t_max
         self.st.s = s
@@ -732,7 +772,8 @@ cdef class ScoreMatchingHook(ChainHook):
     def _ckpt_state(self, bint full=True):
         cdef Py_ssize_t n = self.st.n_points
         sc = {"t": int(self.st.t), "n_points": int(n), "pending": int(self.st.pending),
-              "mix": [float(self.st.mix[0]), float(self.st.mix[1])]}
+              "mix": [float(self.st.mix[0]), float(self.st.mix[1])],
+              "radius": float(self.st.radius[0]) if self.st.radius != NULL else None}
         arr = {}
         if full:
             arr = {"iteration": self._iteration[:n].copy(), "sq_error": self._sq_error[:n].copy(),
@@ -755,6 +796,8 @@ cdef class ScoreMatchingHook(ChainHook):
         self.st.t = sc["t"]
         self.st.pending = sc["pending"]
         self.st.mix[0], self.st.mix[1] = sc["mix"]
+        if self.st.radius != NULL:
+            self.st.radius[0] = sc["radius"]
 
     def curve(self):
         """(iteration, sq_error, sq_grad) per training point (copies)."""
@@ -762,7 +805,8 @@ cdef class ScoreMatchingHook(ChainHook):
         return self._iteration[:n].copy(), self._sq_error[:n].copy(), self._sq_grad[:n].copy()
 
     def points(self):
-        """(Q (n, dim), G (n, dim)): the training points and grad U there (views)."""
+        """(Q (n, dim), G (n, dim)): the training points and z's targets there,
+        grad U (grad U - grad L with ``residual``) (views)."""
         n = self.st.n_points
         return self._Q[:n], self._G[:n]
 

@@ -1,0 +1,107 @@
+"""The surrogate samplers on issue 38's 5-d target (tests/_targets.py): a
+banana block, a skew-normal coordinate and a mild funnel block, with
+analytic moments.  Each block is hard for a surrogate in its own way; the
+funnel's steep neck once made VHMC's exp(-V) leak to |q| of 1e2 to 3e4 and
+ARNS-HMC's online recursion blow up.
+
+One seed per method here (bench/five_d.py runs five).  The exact samplers'
+means and standard deviations are compared with the truth in units of their
+Monte Carlo standard errors, at 4 (ten statistics per run).
+"""
+import warnings
+
+import numpy as np
+import pytest
+
+import fastsurrogate as fs
+from fastsurrogate.diagnostics import rhat, mcse_mean, mcse_sd
+
+from _targets import five_d
+
+
+def _run(method, seed=1, **kw):
+    pot, mean, sd = five_d()
+    with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
+        warnings.simplefilter("always")
+        res = fs.sample(pot, method=method, n_draws=4000, n_warmup=2000, chains=4, seed=seed,
+                        progress=False, **kw)
+    return res, mean, sd, [str(w.message) for w in caught]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method, kw", [("rns-hmc", {}), ("arns-hmc", {}), ("nnghmc", {})])
+def test_exact_surrogate_samplers_match_the_five_d_truth(method, kw):
+    res, mean, sd, _ = _run(method, **kw)
+    D = res.draws
+    assert res.exact
+    assert np.max(rhat(D)) <= 1.01
+    z_mean = (D.mean(axis=(0, 1)) - mean) / np.asarray(mcse_mean(D))
+    z_sd = (D.std(axis=(0, 1)) - sd) / np.asarray(mcse_sd(D))
+    assert np.all(np.abs(z_mean) < 4), z_mean
+    assert np.all(np.abs(z_sd) < 4), z_sd
+    # no chain stuck: every chain accepts about as often as the others
+    acc = np.nanmean(res.stats["accept_prob"], axis=1)
+    assert acc.min() > 0.5, acc
+
+
+def test_default_vhmc_has_no_drifting_chain_on_the_five_d_target():
+    res, mean, sd, caught = _run("vhmc")
+    D = res.draws
+    assert not res.exact
+    # every chain stays where the posterior is: no chain in a far region of exp(-V)
+    assert np.abs(D).max() < 10 and np.max(rhat(D)) <= 1.01
+    for c in range(4):
+        assert np.all(np.abs(D[c].mean(axis=0) - mean) < 0.25 * sd + 0.1)
+    # the surrogate is approximate: its error against the truth (seed 1: means
+    # within 0.06 sd, sds 1 % to 11 % low; bench/five_d.py)
+    err_mean = np.abs(D.mean(axis=(0, 1)) - mean) / sd
+    err_sd = D.std(axis=(0, 1)) / sd - 1
+    assert err_mean.max() < 0.15 and np.all(np.abs(err_sd) < 0.2), (err_mean, err_sd)
+    # the training region is recorded; few draws fall beyond it
+    assert len(res.info["outside_training"]) == 4
+    assert max(res.info["outside_training"]) < 0.05
+
+
+def test_vhmc_exact_mixes_on_the_five_d_target():
+    res, mean, sd, caught = _run("vhmc", exact=True)
+    D = res.draws
+    assert res.exact and np.max(rhat(D)) <= 1.01
+    z_mean = (D.mean(axis=(0, 1)) - mean) / np.asarray(mcse_mean(D))
+    z_sd = (D.std(axis=(0, 1)) - sd) / np.asarray(mcse_sd(D))
+    assert np.all(np.abs(z_mean) < 4), z_mean
+    assert np.all(np.abs(z_sd[:4]) < 4), z_sd
+
+
+@pytest.mark.xfail(strict=True, reason="known defect (issue 38): exact VHMC's funnel sd is 4 to "
+                   "9 % low, 4 to 6 MCSE, in 3 of 5 seeds (bench/five_d.py); the cause is open")
+def test_vhmc_exact_funnel_sd_within_mcse():
+    res, mean, sd, caught = _run("vhmc", exact=True)
+    D = res.draws
+    z = (D[..., 4].std() - sd[4]) / float(np.asarray(mcse_sd(D))[4])
+    assert abs(z) < 4, z
+
+
+def test_paper_vhmc_surrogate_drifts_and_the_run_says_so():
+    """laplace_tail=False, the paper's V_t = mu z + (1 - mu) Laplace: on this
+    target chains leave for far regions of exp(-V) (the reason for the
+    default), and the run's warnings say so."""
+    res, mean, sd, caught = _run("vhmc", laplace_tail=False)
+    assert np.abs(res.draws).max() > 20
+    assert any("R-hat" in m for m in caught)
+
+
+def test_run_warnings_report_chains_that_stopped_moving():
+    from fastsurrogate.diagnostics.checks import run_warnings
+
+    class R:
+        pass
+    rng = np.random.default_rng(0)
+    r = R()
+    r.draws = rng.normal(size=(3, 400, 2))
+    r.draws[1, 1:] = r.draws[1, 0]          # never moved
+    r.draws[2] = np.repeat(rng.normal(size=(10, 2)), 40, axis=0)   # moved 9 times in 400
+    r.param_names, r.stats, r.info = ["a", "b"], {}, {"warnings": ["the sampler's own"]}
+    out = run_warnings(r)
+    assert any("[1] never moved" in m for m in out)
+    assert any("[2] moved in only 2.3%" in m for m in out)
+    assert "the sampler's own" in out
