@@ -1,9 +1,8 @@
 """The papers' own figures, shown in a "paper" column beside ours.
 
-Only figures quoted in this project's README, issue texts or bench scripts
-are entered here (each with where it comes from); every other cell of the
-column is "n/a": the paper's value is not known to us, and no number is
-made up.  :func:`add_paper_column` appends the column to every Markdown
+The figures are read from the papers (``../shared/papers``, plain text;
+each table's source says where); a cell reads "n/a" where the paper has
+no counterpart for that row, and no number is made up.  :func:`add_paper_column` appends the column to every Markdown
 table of a report, looking each row up by the report's name, the nearest
 section heading above the table (``###``/``####``) and the row's first cell.
 """
@@ -16,11 +15,19 @@ __all__ = ["PAPER_FIGURES", "SOURCES", "paper_cell", "add_paper_column"]
 # takes the first cell of the row above, as in tables grouped by problem)
 PAPER_FIGURES = {
     "rns-table1-pde": [
-        (r"^elliptic PDE", r"^HMC \|", "speed-up 1 (baseline)"),
-        (r"^elliptic PDE", r"^RNS-HMC", "speed-up 6.07"),
+        (r"^elliptic PDE", r"^HMC \|", "AP 0.91, min ESS/s 1.17, speed-up 1"),
+        (r"^elliptic PDE", r"^RMHMC", "AP 0.80, min ESS/s 0.23, speed-up 0.20"),
+        (r"^elliptic PDE", r"^RNS-HMC", "AP 0.75, min ESS/s 7.10, speed-up 6.07"),
+        (r"^elliptic PDE", r"^RNS-RMHMC", "AP 0.66, min ESS/s 4.38, speed-up 3.74"),
     ],
     "rns-table1": [
-        (None, r"^HMC \|", "speed-up 1 (baseline)"),
+        (r"^sim", r"^HMC \|", "AP 0.76, min ESS/s 14.17, speed-up 1"),
+        (r"^sim", r"^RNS-HMC", "AP 0.76, min ESS/s 123.56, speed-up 8.72"),
+        (r"^bank", r"^HMC \|", "AP 0.70, min ESS/s 6.52, speed-up 1"),
+        (r"^bank", r"^RNS-HMC", "AP 0.70, min ESS/s 52.22, speed-up 8.01"),
+        (r"^a9a", r"^HMC \|", "AP 0.72, min ESS/s 11.96, speed-up 1"),
+        (r"^a9a", r"^RNS-HMC", "AP 0.68, min ESS/s 81.80, speed-up 6.84"),
+        (None, r"^ARNS-HMC", "not in Table 1 (ARNS-HMC is Figure 8: rns-fig8)"),
     ],
     "nnghmc-tables": [
         (r"^logistic", r"^NNgHMC", "speed-up 4.5"),
@@ -41,12 +48,15 @@ PAPER_FIGURES = {
 
 # where each entered figure was quoted
 SOURCES = {
-    "rns-table1-pde": "RNS-HMC paper Table 1, elliptic PDE: RNS-HMC min ESS/s speed-up 6.07x "
-                      "over HMC (quoted in issue 17's acceptance).",
-    "rns-table1": "The paper's Table 1 figures for these problems are not quoted in this "
-                  "project's texts; only the baseline's definitional 1 is filled in. The "
-                  "paper's RNS-RMHMC over RMHMC speed-ups (36x simulated, 26x Bank; issue 16) "
-                  "belong to the RMHMC rows, which this table does not run.",
+    "rns-table1-pde": "RNS-HMC paper Table 1, elliptic PDE rows (acceptance, min ESS per "
+                      "second on the paper's machine, speed-up over HMC), read from the "
+                      "paper (../shared/papers).",
+    "rns-table1": "RNS-HMC paper Table 1, logistic regression rows (simulated s = 2000, Bank "
+                  "Marketing s = 1000, a9a-60d s = 2500): acceptance, min ESS per second on "
+                  "the paper's machine, speed-up over HMC, read from the paper "
+                  "(../shared/papers). Its RMHMC and RNS-RMHMC rows (simulated 0.004x and "
+                  "0.15x, Bank 0.09x and 2.21x, a9a 0.02x and 0.22x of HMC) belong to rows "
+                  "this table does not run (bench/rmhmc_ratios.py does).",
     "nnghmc-tables": "NNgHMC paper Tables 1-2: median ESS/s speed-ups 4.5x (200-d logistic), "
                      "5x (GARCH), 39x (GP regression), as quoted in issue 5's acceptance.",
     "nnghmc-table5": "NNgHMC paper Table 5 (census income): none of its figures are quoted "
