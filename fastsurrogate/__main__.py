@@ -23,6 +23,8 @@ import time
 import numpy as np
 
 import fastsurrogate as fs
+from . import __version__
+from .reproduce import main as reproduce_main
 
 
 def _row(name, res, base=None):
@@ -191,7 +193,6 @@ def _vhmc_rows(sample, args, common, hmc, base):
 
 def reproduce(argv):
     """Every table and figure of the three papers that our data allow, as Markdown (--list shows them)."""
-    from .reproduce import main as reproduce_main
     return reproduce_main(argv)
 
 
@@ -222,7 +223,6 @@ def main(argv=None):
         print(usage())
         return 0
     if argv[0] in ("-V", "--version"):
-        from . import __version__
         print(f"fastsurrogate {__version__}")
         return 0
     if argv[0] in COMMANDS:

@@ -1,7 +1,8 @@
 """The shape of fastsurrogate/: its modules import one another one way only
 (imports inside functions count), in samplers/ and across the whole
-package; no function of samplers/ is longer than 60 lines, none of the
-package longer than 80, and the deleted no-regret module stays deleted.
+package, and few imports of the package sit inside functions; no function
+of samplers/ is longer than 60 lines, none of the package longer than 80,
+and the deleted no-regret module stays deleted.
 Read from the source files of the installed package; and the C files of
 csrc/ include one another's headers one way only (read from the checkout)."""
 import ast
@@ -171,6 +172,37 @@ def test_the_package_is_layered_plots_below_result_and_the_file_format_in_core()
     assert not {m for m in graph["fastsurrogate.core._npz"] if m.startswith("fastsurrogate")}
     assert not {m for m in graph["fastsurrogate.samplers._checkpoint"]
                 if m in ("fastsurrogate", "fastsurrogate._sample")}
+
+
+# Imports of the package inside functions: few.  A lazy import of an
+# optional library (jax, pymc, matplotlib, arviz, dask, ...) is not one of
+# them; `import fastsurrogate` inside a function is.
+MAX_FUNCTION_IMPORTS = 10
+
+
+def _function_imports():
+    """Imports of the package inside functions: (module, line, source)."""
+    py, packages, modules = _package_modules()
+    found = {}
+    for name, tree in py.items():
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if (isinstance(node, (ast.Import, ast.ImportFrom))
+                        and _targets(node, name, packages, modules)):
+                    found[(name, node.lineno)] = ast.unparse(node)
+    return [(m, line, src) for (m, line), src in sorted(found.items())]
+
+
+def test_at_most_10_imports_of_the_package_inside_functions():
+    # the count itself: relative and absolute imports, `import fastsurrogate`
+    found = _function_imports()
+    assert ("fastsurrogate.models.pde", "from ..core._rmhmc import CallableMetric") in {
+        (m, src) for m, _, src in found}
+    assert len(found) <= MAX_FUNCTION_IMPORTS, "\n".join(
+        [f"{len(found)} imports of fastsurrogate inside functions (at most "
+         f"{MAX_FUNCTION_IMPORTS}):"] + [f"  {m}:{line}: {src}" for m, line, src in found])
 
 
 # -- every function of the package ---------------------------------------------------

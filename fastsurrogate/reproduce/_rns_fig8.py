@@ -83,6 +83,8 @@ import fastsurrogate as fs
 from . import _rns_fig7 as f7
 from ._report import (cache_dir, cpu_model, log, machine_line,  # noqa: F401
                       markdown_table, problems_report)
+from ._rns_fig7 import PROBLEMS, missing_data
+from ._rns_table1 import ARNS
 
 
 
@@ -227,8 +229,6 @@ def options(ap):
 
 def _problem_args(name, args):
     """A copy of ``args`` with this problem's settings filled in."""
-    from ._rns_fig7 import PROBLEMS
-    from ._rns_table1 import ARNS
     cfg = PROBLEMS[name]
     a = argparse.Namespace(**vars(args))
     a.step = args.step if args.step is not None else cfg["step_size"]
@@ -487,7 +487,6 @@ def _rem_lines(name, args, budgets, n_runs, rem_rows, wins, floor):
 
 def reproduce(args):
     """Run the experiment with the options in ``args`` (plus ``args.quick``); return the Markdown report."""
-    from ._rns_fig7 import missing_data
     budgets = sorted(args.budgets or ([5.0, 10.0] if args.quick else [10.0, 20.0, 40.0, 80.0]))
     if args.explore < args.n_start:
         raise ValueError("--explore must be >= --n-start")

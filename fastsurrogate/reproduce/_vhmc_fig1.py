@@ -62,7 +62,8 @@ import time
 import numpy as np
 
 import fastsurrogate as fs
-from ..diagnostics.approximation import grid, kl_divergence_grid, score_matching_distance_grid
+from ..diagnostics.approximation import (_evaluate, _log_normalised, grid, kl_divergence_grid,
+                                         score_matching_distance_grid)
 from ..surrogates.laplace import LaplaceApproximation
 from ._report import log, machine_line, markdown_table
 
@@ -101,7 +102,6 @@ def _check(args):
 
 def log_density(pot, Q, cell):
     """log p at the grid points Q, normalised so that sum p cell = 1."""
-    from fastsurrogate.diagnostics.approximation import _evaluate, _log_normalised
     return _log_normalised(_evaluate(pot, Q, False)[0], cell)
 
 
@@ -116,7 +116,6 @@ def posterior_box(model, rel=1e-6, n_grid=201):
     """The bounding box of {q : p(q) > rel x max p} (on a 201 x 201 grid over
     a box widened from [-3, 3]^2 until the exact mass in its outer cells is
     below 1e-8), and the exact posterior's mass outside it."""
-    from fastsurrogate.diagnostics.approximation import grid
     lo, hi = np.array([-3.0, -3.0]), np.array([3.0, 3.0])
     for _ in range(10):
         Q, cell, shape = grid(list(zip(lo, hi)), n_grid)
@@ -150,7 +149,6 @@ def contour_png(path, model, panels, bounds, n_grid=151):
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    from fastsurrogate.diagnostics.approximation import grid
     Q, cell, shape = grid(bounds, n_grid)
     lo, hi = np.array(bounds).T
     X, Y = Q[:, 0].reshape(shape), Q[:, 1].reshape(shape)

@@ -37,6 +37,7 @@ import time
 import numpy as np
 
 import fastsurrogate as fs
+from ..diagnostics import amari_distance
 from ._report import cache_dir, log, machine_line, markdown_table, plot_curves
 
 __all__ = ["options", "reproduce", "reference_w0", "amari_floor", "running_distance"]
@@ -120,7 +121,6 @@ def reference_w0(model, lap, n_draws, seed, n_steps=10, path=None):
 def amari_floor(W0, mcse, n=400, seed=0):
     """The Amari distance that W0's own Monte Carlo error implies: the median
     of amari_distance(W0 + mcse * z, W0) over ``n`` standard normal z."""
-    from ..diagnostics import amari_distance
     rng = np.random.default_rng(seed)
     d = W0.shape[0]
     m = np.asarray(mcse, dtype=float).reshape(d, d)
@@ -141,7 +141,6 @@ def running_distance(draws, times, budgets, targets, min_draws=10):
     """Amari distance of the running mean of ``draws`` (n, d*d) to each of
     ``targets`` (d, d) at each budget: a list, per budget, of (k, [distances])
     with k the draws done by then, or (k, None) with fewer than ``min_draws``."""
-    from ..diagnostics import amari_distance
     d = int(round(np.sqrt(draws.shape[1])))
     out = []
     for b in budgets:
