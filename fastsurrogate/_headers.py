@@ -5,7 +5,7 @@ import os
 __all__ = ["get_include"]
 
 
-def get_include():
+def get_include() -> str:
     """Folder with the C headers (fs_potential.h, ...) for extensions built on fastsurrogate.
 
     An installed package ships them in ``fastsurrogate/include``; a checkout

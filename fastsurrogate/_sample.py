@@ -2,14 +2,18 @@
 checkpointed run continued.  Above the samplers (it reads their registry,
 ``SAMPLERS``) and below the package's face, which re-exports both."""
 import inspect
+from typing import Any
 
+from ._typing import PathLike
+from .core._potential import Potential
+from .result import Result
 from .samplers import SAMPLERS
 from .samplers._checkpoint import FORMAT, VERSION, read_npz
 
 __all__ = ["sample", "resume"]
 
 
-def _init_params(cls):
+def _init_params(cls: type) -> set[str]:
     """Keyword names a sampler's constructor accepts, through **options chains."""
     names = set()
     for klass in cls.__mro__:
@@ -24,7 +28,8 @@ def _init_params(cls):
     return names - {"self", "potential"}
 
 
-def sample(potential, method="nuts", n_draws=1000, n_warmup=None, **kwargs):
+def sample(potential: Potential, method: str = "nuts", n_draws: int = 1000,
+           n_warmup: int | None = None, **kwargs: Any) -> Result:
     """Sample from ``potential`` with the named method.
 
     ``fs.sample(model)`` runs NUTS with its defaults: 4 chains x (1000
@@ -76,7 +81,7 @@ def sample(potential, method="nuts", n_draws=1000, n_warmup=None, **kwargs):
     return cls(potential, **ctor).sample(n_draws, n_warmup, **run)
 
 
-def resume(path, potential, **options):
+def resume(path: PathLike, potential: Potential, **options: Any) -> Result:
     """Continue the run checkpointed in `path` (written by ``sample(...,
     checkpoint=path)``).
 

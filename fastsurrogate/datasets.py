@@ -6,15 +6,19 @@ the repository, or ``$FASTSURROGATE_DATA``); nothing is bundled.
 import gzip
 import os
 from pathlib import Path
+from typing import Literal, overload
 
 import numpy as np
+
+from ._typing import ArrayLike, FloatArray, IntArray, PathLike
 
 __all__ = ["simulate_logistic", "simulate_probit", "simulate_garch", "simulate_gp_regression",
            "simulate_ica", "find_data_dir", "load_bank_marketing", "load_libsvm", "load_a9a",
            "load_cancer_mortality", "random_projection"]
 
 
-def simulate_logistic(n=100000, d=50, seed=0):
+def simulate_logistic(n: int = 100000, d: int = 50,
+                      seed: int = 0) -> tuple[FloatArray, FloatArray, FloatArray]:
     """The RNS-HMC paper's simulated logistic regression.
 
     X = (0.1 * 1, X1) with X1 ~ N(0, I/100) (n x (d-1)), beta ~ U[0, 1]^d,
@@ -36,7 +40,8 @@ def simulate_logistic(n=100000, d=50, seed=0):
     return X, y, beta
 
 
-def simulate_probit(n=10000, d=5, seed=0):
+def simulate_probit(n: int = 10000, d: int = 5,
+                    seed: int = 0) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Simulated probit regression (VHMC paper, section 4.2): X ~ N(0, I),
     beta ~ N(0, I), y ~ Bernoulli(Phi(X beta)).  Returns X, y, beta."""
     from scipy.special import ndtr
@@ -47,7 +52,8 @@ def simulate_probit(n=10000, d=5, seed=0):
     return X, y, beta
 
 
-def simulate_garch(T, alpha0, alphas, betas, seed=0, burn_in=1000):
+def simulate_garch(T: int, alpha0: float, alphas: ArrayLike, betas: ArrayLike, seed: int = 0,
+                   burn_in: int = 1000) -> FloatArray:
     """A series from GARCH(m, r) with Gaussian innovations (the model of
     :class:`fastsurrogate.models.Garch`; NNgHMC paper, section 4.3)::
 
@@ -108,8 +114,9 @@ def simulate_garch(T, alpha0, alphas, betas, seed=0, burn_in=1000):
     return y[n - T:].copy()
 
 
-def simulate_gp_regression(n=500, dim=4, lengthscale=1.0, signal_variance=1.0,
-                           noise_variance=0.1, seed=0):
+def simulate_gp_regression(n: int = 500, dim: int = 4, lengthscale: float = 1.0,
+                           signal_variance: float = 1.0, noise_variance: float = 0.1,
+                           seed: int = 0) -> tuple[FloatArray, FloatArray]:
     """A data set like the NNgHMC paper's GP regression (section 4.4):
     inputs X ~ U[0, 2]^dim, f ~ GP(0, Matern 3/2 kernel with the given
     ``lengthscale`` and ``signal_variance``) at X, y = f + N(0, noise_variance).
@@ -140,7 +147,13 @@ def simulate_gp_regression(n=500, dim=4, lengthscale=1.0, signal_variance=1.0,
     return X, y
 
 
-def find_data_dir(required=True):
+@overload
+def find_data_dir(required: Literal[True] = ...) -> Path: ...
+@overload
+def find_data_dir(required: bool) -> Path | None: ...
+
+
+def find_data_dir(required: bool = True) -> Path | None:
     """The shared data folder (``X/shared/data`` for a repository at ``X/main``).
 
     Order: the environment variable ``FASTSURROGATE_DATA`` (if set and an
@@ -167,7 +180,7 @@ def find_data_dir(required=True):
     return found
 
 
-def load_bank_marketing(data_dir=None):
+def load_bank_marketing(data_dir: PathLike | None = None) -> tuple[FloatArray, FloatArray]:
     """Bank Marketing as preprocessed for the RNS-HMC paper: X (40197, 25)
     with an intercept column, y in {0, 1} (float)."""
     path = Path(data_dir or find_data_dir()) / "bank_marketing.npz"
@@ -175,7 +188,8 @@ def load_bank_marketing(data_dir=None):
         return np.ascontiguousarray(f["X"], dtype=np.float64), f["y"].astype(np.float64)
 
 
-def load_libsvm(path, n_features=None):
+def load_libsvm(path: PathLike,
+                n_features: int | None = None) -> tuple[FloatArray, FloatArray]:
     """Read a LIBSVM text file (optionally gzipped) into a dense X and y.
 
     Feature indices are 1-based.  Returns X (n, n_features), y (n,).
@@ -201,14 +215,15 @@ def load_libsvm(path, n_features=None):
     return X, np.asarray(labels)
 
 
-def load_a9a(data_dir=None, test=False):
+def load_a9a(data_dir: PathLike | None = None,
+             test: bool = False) -> tuple[FloatArray, FloatArray]:
     """a9a (UCI adult, LIBSVM version): X (n, 123) binary features, y in {0, 1}."""
     name = "a9a.t.libsvm.gz" if test else "a9a.libsvm.gz"
     X, y = load_libsvm(Path(data_dir or find_data_dir()) / name, n_features=123)
     return X, (y > 0).astype(np.float64)
 
 
-def load_cancer_mortality(data_dir=None):
+def load_cancer_mortality(data_dir: PathLike | None = None) -> tuple[IntArray, IntArray]:
     """Stomach-cancer deaths and populations at risk of 20 Missouri cities:
     returns (deaths, at_risk), each an int array (20,)."""
     path = Path(data_dir or find_data_dir()) / "cancer_mortality.csv"
@@ -223,7 +238,8 @@ def _standardize_columns(A):
     return (A - A.mean(axis=0)) / sd
 
 
-def random_projection(X, k, seed=0, standardize=True, intercept=True, standardize_input=False):
+def random_projection(X: ArrayLike, k: int, seed: int = 0, standardize: bool = True,
+                      intercept: bool = True, standardize_input: bool = False) -> FloatArray:
     """Reduce X to k columns by a Gaussian random projection, as the papers do
     for a9a; standardise the projected columns and prepend an intercept.
 
@@ -249,16 +265,16 @@ def random_projection(X, k, seed=0, standardize=True, intercept=True, standardiz
     ndarray
         An (n, k + intercept) array.
     """
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2:
+    A = np.asarray(X, dtype=np.float64)
+    if A.ndim != 2:
         raise ValueError("X must be 2-d")
     if not 1 <= int(k):
         raise ValueError("k must be >= 1")
     if standardize_input:
-        X = _standardize_columns(X)
+        A = _standardize_columns(A)
     rng = np.random.default_rng(seed)
-    R = rng.standard_normal((X.shape[1], k)) / np.sqrt(k)
-    Z = X @ R
+    R = rng.standard_normal((A.shape[1], k)) / np.sqrt(k)
+    Z = A @ R
     if standardize:
         Z = _standardize_columns(Z)
     if intercept:
@@ -266,7 +282,8 @@ def random_projection(X, k, seed=0, standardize=True, intercept=True, standardiz
     return np.ascontiguousarray(Z)
 
 
-def simulate_ica(n=17730, d=5, seed=0, sources="logistic"):
+def simulate_ica(n: int = 17730, d: int = 5, seed: int = 0,
+                 sources: str = "logistic") -> tuple[FloatArray, FloatArray, FloatArray]:
     """Mixed super-Gaussian sources for ICA (a stand-in for the VHMC paper's
     MEG data, section 4.4: 5 channels, 17730 observations, not public).
 

@@ -30,10 +30,18 @@ Examples
 >>> fig = res.plot_trace()                                      # doctest: +SKIP
 >>> fig.savefig("trace.png")                                    # doctest: +SKIP
 """
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
+
 import numpy as np
 
+from ._typing import ArrayLike, FloatArray, IntArray
+
+if TYPE_CHECKING:                     # matplotlib is imported when a plot is made
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
 __all__ = ["plot_trace", "plot_marginals", "plot_acceptance", "plot_energy",
-           "plot_training", "training_curves"]
+           "plot_training", "training_curves", "PlottableResult"]
 
 _MISSING = ('plots need matplotlib, which is not installed: pip install matplotlib '
             '(or pip install "fastsurrogate[plot]")')
@@ -47,14 +55,28 @@ def _plt():
     return plt
 
 
-# What the plots read of a Result: plots sit below result.py (a Result's
-# plot_* methods call these functions), so they check these attributes
-# rather than the class.
-_RESULT_ATTRIBUTES = ("draws", "stats", "n_done", "chains", "param_names", "method", "info",
-                      "warmup_draws", "warmup_stats", "warmup_n_done")
+class PlottableResult(Protocol):
+    """What the plots read of a :class:`~fastsurrogate.Result` (which has all
+    of it).  The plots sit below result.py, whose ``plot_*`` methods call
+    them, so they check these attributes rather than the class."""
+    draws: FloatArray
+    stats: dict[str, np.ndarray]
+    n_done: IntArray
+    param_names: list[str]
+    method: str
+    info: dict[str, Any]
+    warmup_draws: FloatArray | None
+    warmup_stats: dict[str, np.ndarray] | None
+    warmup_n_done: IntArray | None
+
+    @property
+    def chains(self) -> int: ...
 
 
-def _check_result(res):
+_RESULT_ATTRIBUTES = (*PlottableResult.__annotations__, "chains")
+
+
+def _check_result(res: object) -> None:
     if not all(hasattr(res, a) for a in _RESULT_ATTRIBUTES):
         raise TypeError(f"expected a fastsurrogate Result, got {type(res).__name__}")
 
@@ -108,7 +130,8 @@ def _rows(values, n_done):
     return [np.asarray(values[k, :int(n_done[k])]) for k in range(values.shape[0])]
 
 
-def plot_trace(res, params=None, warmup=False, axes=None):
+def plot_trace(res: PlottableResult, params: str | int | Sequence[str | int] | None = None,
+               warmup: bool = False, axes: Any = None) -> "Figure":
     """Trace plot: draws against iteration, one panel per parameter.
 
     Parameters
@@ -132,12 +155,13 @@ def plot_trace(res, params=None, warmup=False, axes=None):
     _check_result(res)
     idx = _params(res, params)
     fig, axs = _axes(axes, len(idx), ncols=1, size=(7.0, 1.8))
-    use_warm = warmup and res.warmup_draws is not None
-    nw = res.warmup_draws.shape[1] if use_warm else 0
+    warm, warm_done = (res.warmup_draws, res.warmup_n_done) if warmup else (None, None)
+    use_warm = warm is not None and warm_done is not None
+    nw = warm.shape[1] if warm is not None and warm_done is not None else 0
     for ax, j in zip(axs, idx):
         for k in range(res.chains):
-            if use_warm:
-                w = res.warmup_draws[k, :int(res.warmup_n_done[k]), j]
+            if warm is not None and warm_done is not None:
+                w = warm[k, :int(warm_done[k]), j]
                 ax.plot(np.arange(len(w)), w, lw=0.6, color=f"C{k}", alpha=0.5)
             d = res.draws[k, :int(res.n_done[k]), j]
             ax.plot(nw + np.arange(len(d)), d, lw=0.6, color=f"C{k}",
@@ -152,7 +176,9 @@ def plot_trace(res, params=None, warmup=False, axes=None):
     return fig
 
 
-def plot_marginals(res, params=None, reference=None, bins=40, axes=None):
+def plot_marginals(res: PlottableResult, params: str | int | Sequence[str | int] | None = None,
+                   reference: tuple[ArrayLike, ArrayLike] | None = None, bins: int = 40,
+                   axes: Any = None) -> "Figure":
     """Histogram of each parameter's draws (all chains pooled).
 
     Parameters
@@ -181,12 +207,12 @@ def plot_marginals(res, params=None, reference=None, bins=40, axes=None):
     d = res.draws.shape[-1]
     if reference is not None:
         try:
-            mean, sd = reference
+            ref_mean, ref_sd = reference
         except (TypeError, ValueError):
             raise TypeError("reference must be a pair (mean, sd) of arrays of shape "
                             f"({d},)") from None
-        mean = np.asarray(mean, dtype=np.float64)
-        sd = np.asarray(sd, dtype=np.float64)
+        mean = np.asarray(ref_mean, dtype=np.float64)
+        sd = np.asarray(ref_sd, dtype=np.float64)
         if mean.shape != (d,) or sd.shape != (d,):
             raise ValueError(f"reference mean and sd must have shape ({d},); got "
                              f"{mean.shape} and {sd.shape}")
@@ -221,7 +247,8 @@ def _running_mean(x, window):
     return np.concatenate([c[1:w] / np.arange(1, w), out])
 
 
-def plot_acceptance(res, window=50, warmup=True, ax=None):
+def plot_acceptance(res: PlottableResult, window: int = 50, warmup: bool = True,
+                    ax: "Axes | None" = None) -> "Figure":
     """Acceptance probability over iterations: a running mean of
     ``accept_prob`` over ``window`` iterations, one line per chain, the
     warm-up (exploration, training) first when the result kept it.
@@ -239,13 +266,14 @@ def plot_acceptance(res, window=50, warmup=True, ax=None):
     if window < 1:
         raise ValueError(f"window must be >= 1, got {window}")
     fig, (ax,) = _axes(ax, 1, size=(7.0, 2.6))
-    use_warm = (warmup and res.warmup_stats is not None
-                and "accept_prob" in res.warmup_stats)
-    nw = res.warmup_stats["accept_prob"].shape[1] if use_warm else 0
+    warm = (res.warmup_stats or {}).get("accept_prob") if warmup else None
+    warm_done = res.warmup_n_done
+    use_warm = warm is not None and warm_done is not None
+    nw = warm.shape[1] if warm is not None and warm_done is not None else 0
     for k in range(res.chains):
         parts = []
-        if use_warm:
-            parts.append(res.warmup_stats["accept_prob"][k, :int(res.warmup_n_done[k])])
+        if warm is not None and warm_done is not None:
+            parts.append(warm[k, :int(warm_done[k])])
         parts.append(res.stats["accept_prob"][k, :int(res.n_done[k])])
         a = np.concatenate(parts).astype(float)
         ax.plot(np.arange(len(a)), _running_mean(a, window), lw=0.8, color=f"C{k}",
@@ -260,7 +288,7 @@ def plot_acceptance(res, window=50, warmup=True, ax=None):
     return fig
 
 
-def plot_energy(res, bins=40, ax=None):
+def plot_energy(res: PlottableResult, bins: int = 40, ax: "Axes | None" = None) -> "Figure":
     """Energy plot: histograms of the centred energy E and of its changes
     between iterations, pooled over chains; E-BFMI = var(dE) / var(E) of each
     chain in the legend (below about 0.3 the momentum resampling explores the
@@ -293,7 +321,7 @@ def plot_energy(res, bins=40, ax=None):
     return fig
 
 
-def training_curves(res):
+def training_curves(res: PlottableResult) -> list[tuple[str, np.ndarray, np.ndarray, str, str]]:
     """The surrogate training curve of a result as plain lines.
 
     Returns a list of ``(label, x, y, xlabel, ylabel)`` (x, y 1-D arrays),
@@ -304,7 +332,7 @@ def training_curves(res):
     _check_result(res)
     cur = res.info.get("training_curve")
     method = res.method
-    lines = []
+    lines: list[tuple[str, np.ndarray, np.ndarray, str, str]] = []
     if cur is None:
         return lines
     if isinstance(cur, dict) and "holdout_rmse" in cur:          # RNS-HMC: the fit's candidates
@@ -338,7 +366,7 @@ def training_curves(res):
     return lines
 
 
-def plot_training(res, ax=None, log=True):
+def plot_training(res: PlottableResult, ax: "Axes | None" = None, log: bool = True) -> "Figure":
     """The surrogate's training curve (see :func:`training_curves`).
 
     Raises ValueError when the run trained no surrogate.

@@ -1,14 +1,19 @@
 """One result type for every sampler."""
 import re
-
 import warnings
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from . import plots
+from ._typing import ArrayLike, FloatArray, IntArray
 from .core._checks import repeated
 from .core._potential import Potential, RecordingPotential, WeightedSum
 from .diagnostics import mcmc
+
+if TYPE_CHECKING:                     # matplotlib is imported when a plot is made
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["Result", "DetachedPotential", "has_transform"]
 
@@ -64,26 +69,33 @@ class Result:
         The trained surrogate, for samplers that train one.
     """
 
-    def __init__(self, *, draws, stats, method, potential=None, param_names=None,
-                 warmup_draws=None, warmup_stats=None, step_size=None, inv_metric=None,
-                 timings=None, timings_per_chain=None, interrupted=False, exact=True,
-                 info=None, surrogate=None, n_done=None, warmup_n_done=None,
-                 continuation=None):
+    def __init__(self, *, draws: FloatArray, stats: dict[str, np.ndarray], method: str,
+                 potential: Any = None, param_names: Sequence[str] | None = None,
+                 warmup_draws: FloatArray | None = None,
+                 warmup_stats: dict[str, np.ndarray] | None = None,
+                 step_size: FloatArray | None = None, inv_metric: list[np.ndarray] | None = None,
+                 timings: dict[str, float] | None = None,
+                 timings_per_chain: list[dict[str, float]] | None = None,
+                 interrupted: bool = False, exact: bool = True,
+                 info: dict[str, Any] | None = None, surrogate: Any = None,
+                 n_done: ArrayLike | None = None, warmup_n_done: ArrayLike | None = None,
+                 continuation: Any = None) -> None:
         if not (isinstance(draws, np.ndarray) and draws.ndim == 3):
             raise ValueError(f"draws must be an ndarray (chains, draws, dim), got "
                              f"{getattr(draws, 'shape', type(draws).__name__)}")
         self.draws = draws
-        self.n_done = (np.full(draws.shape[0], draws.shape[1], dtype=np.int64) if n_done is None
-                       else np.asarray(n_done, dtype=np.int64))
+        self.n_done: IntArray = (
+            np.full(draws.shape[0], draws.shape[1], dtype=np.int64) if n_done is None
+            else np.asarray(n_done, dtype=np.int64))
         if warmup_n_done is None and warmup_draws is not None:
             warmup_n_done = np.full(warmup_draws.shape[0], warmup_draws.shape[1], dtype=np.int64)
-        self.warmup_n_done = (None if warmup_n_done is None
-                              else np.asarray(warmup_n_done, dtype=np.int64))
+        self.warmup_n_done: IntArray | None = (
+            None if warmup_n_done is None else np.asarray(warmup_n_done, dtype=np.int64))
         self.stats = stats
         self.method = method
         self.potential = potential
         d = draws.shape[-1]
-        self.param_names = list(param_names) if param_names is not None else [
+        self.param_names: list[str] = list(param_names) if param_names is not None else [
             f"q[{i}]" for i in range(d)]
         self.warmup_draws = warmup_draws
         self.warmup_stats = warmup_stats
@@ -93,27 +105,27 @@ class Result:
         self.timings_per_chain = timings_per_chain or []
         self.interrupted = interrupted
         self.exact = exact
-        self.info = dict(info or {})
+        self.info: dict[str, Any] = dict(info or {})
         self.surrogate = surrogate
         # what sample(..., resume=result) continues from (samplers._checkpoint)
         self._continuation = continuation
 
     # -- shape ---------------------------------------------------------------
     @property
-    def chains(self):
+    def chains(self) -> int:
         return self.draws.shape[0]
 
     @property
-    def n_draws(self):
+    def n_draws(self) -> int:
         """Rows of ``draws`` (the longest chain's count after an early stop)."""
         return self.draws.shape[1]
 
     @property
-    def ragged(self):
+    def ragged(self) -> bool:
         """True when the chains completed different numbers of draws."""
         return bool(np.any(self.n_done != self.draws.shape[1]))
 
-    def complete_draws(self):
+    def complete_draws(self) -> tuple[FloatArray, dict[str, np.ndarray], IntArray]:
         """The largest rectangular block of completed draws.
 
         Returns ``(draws, stats, chains)``: draws ``(len(chains), n, dim)``,
@@ -150,11 +162,11 @@ class Result:
         return draws, stats, kept
 
     @property
-    def dim(self):
+    def dim(self) -> int:
         return self.draws.shape[2]
 
     @property
-    def acceptance_rate(self):
+    def acceptance_rate(self) -> FloatArray:
         """Mean acceptance probability after warm-up (per chain, shape (chains,);
         over each chain's completed draws, NaN for a chain with none)."""
         acc = np.asarray(self.stats.get("accept_prob", np.zeros((self.chains, 0))))
@@ -166,22 +178,22 @@ class Result:
         return out
 
     @property
-    def n_divergent(self):
+    def n_divergent(self) -> int:
         return int(self.stats["divergent"].sum())
 
-    def sampling_seconds(self):
+    def sampling_seconds(self) -> float:
         """Sampling-phase seconds summed over chains (CPU-time-like)."""
         per = [t.get("sample", np.nan) for t in self.timings_per_chain]
         return float(np.sum(per)) if per else self.timings.get("sample", np.nan)
 
-    def seconds_per_iteration(self):
+    def seconds_per_iteration(self) -> float:
         """Mean sampling seconds per iteration of one chain."""
         total = int(self.n_done.sum())
         if not total:
             return np.nan
         return self.sampling_seconds() / total
 
-    def constrained(self):
+    def constrained(self) -> dict[str, np.ndarray]:
         """Draws mapped to the model's constrained quantities: dict name -> (chains, draws)."""
         return self._constrain(self.draws)
 
@@ -209,7 +221,7 @@ class Result:
         return {n: draws[..., i] for i, n in enumerate(names)}
 
     # -- diagnostics -----------------------------------------------------------
-    def summary(self, constrained=False):
+    def summary(self, constrained: bool = False) -> mcmc.SummaryTable:
         """Per-parameter table (mean, sd, MCSE, bulk/tail ESS, Geyer ESS, R-hat)
         plus run-level figures in ``table.overall``: acceptance, divergences,
         min/median/max ESS, seconds per iteration, ``min_ess_per_second``
@@ -276,7 +288,9 @@ class Result:
             out[new] = v
         return out
 
-    def to_arviz(self, *, dims=None, coords=None, rename=None, include_warmup=False):
+    def to_arviz(self, *, dims: dict[str, list[str]] | None = None,
+                 coords: dict[str, Any] | None = None, rename: dict[str, str] | None = None,
+                 include_warmup: bool = False) -> Any:
         """An ``arviz.InferenceData`` with the (constrained) draws and sample stats.
 
         Scalars named ``name[i]`` (or ``name[i,j]``, ...) are gathered into one
@@ -346,7 +360,7 @@ class Result:
             kw["save_warmup"] = True
         return az.from_dict(**kw)
 
-    def surrogate_report(self):
+    def surrogate_report(self) -> dict[str, Any] | None:
         """What a surrogate did in this run (NUTS with a surrogate), else None:
         the share of iterations it drove, the exact U-and-gradient and U-only
         calls, the refits and the whole run's seconds."""
@@ -360,7 +374,7 @@ class Result:
                 "seconds": float(self.timings.get("total", np.nan)),
                 "sampling_kernels": [c["sampling_kernel"] for c in info["chains"]]}
 
-    def report_line(self):
+    def report_line(self) -> str:
         """One line on what ran: the method, the surrogate's share and the
         exact calls (with a surrogate), the whole run's seconds."""
         rep = self.surrogate_report()
@@ -374,7 +388,7 @@ class Result:
                 f"{rep['exact_value_calls']} U only; {rep['refits']} refits; "
                 f"{secs:.1f} s{tail}")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = " (interrupted)" if self.interrupted else ""
         rep = self.surrogate_report()
         if rep is not None:
@@ -411,7 +425,7 @@ class Result:
         self.__dict__.setdefault("_continuation", None)
 
     @property
-    def target(self):
+    def target(self) -> str:
         """What the draws target: "exact posterior" or "surrogate-induced
         distribution (approximate)" (``exact`` False, e.g. VHMC)."""
         if self.exact:
@@ -419,35 +433,39 @@ class Result:
         return self.info.get("target", "surrogate-induced distribution (approximate)")
 
     # -- plots (fastsurrogate.plots; matplotlib is imported when a plot is made) --
-    def plot_trace(self, params=None, warmup=False, axes=None):
+    def plot_trace(self, params: str | int | Sequence[str | int] | None = None,
+                   warmup: bool = False, axes: Any = None) -> "Figure":
         """Trace plot (:func:`fastsurrogate.plots.plot_trace`); returns the Figure.
 
         >>> res.plot_trace(["q[0]"]).savefig("trace.png")       # doctest: +SKIP
         """
         return plots.plot_trace(self, params=params, warmup=warmup, axes=axes)
 
-    def plot_marginals(self, params=None, reference=None, bins=40, axes=None):
+    def plot_marginals(self, params: str | int | Sequence[str | int] | None = None,
+                       reference: tuple[ArrayLike, ArrayLike] | None = None, bins: int = 40,
+                       axes: Any = None) -> "Figure":
         """Marginal histograms, optionally against reference ``(mean, sd)``
         (:func:`fastsurrogate.plots.plot_marginals`); returns the Figure."""
         return plots.plot_marginals(self, params=params, reference=reference, bins=bins, axes=axes)
 
-    def plot_acceptance(self, window=50, warmup=True, ax=None):
+    def plot_acceptance(self, window: int = 50, warmup: bool = True,
+                        ax: "Axes | None" = None) -> "Figure":
         """Acceptance probability over iterations
         (:func:`fastsurrogate.plots.plot_acceptance`); returns the Figure."""
         return plots.plot_acceptance(self, window=window, warmup=warmup, ax=ax)
 
-    def plot_energy(self, bins=40, ax=None):
+    def plot_energy(self, bins: int = 40, ax: "Axes | None" = None) -> "Figure":
         """Marginal energy and energy transitions, with E-BFMI
         (:func:`fastsurrogate.plots.plot_energy`); returns the Figure."""
         return plots.plot_energy(self, bins=bins, ax=ax)
 
-    def plot_training(self, ax=None, log=True):
+    def plot_training(self, ax: "Axes | None" = None, log: bool = True) -> "Figure":
         """The surrogate's training curve (:func:`fastsurrogate.plots.plot_training`);
         returns the Figure."""
         return plots.plot_training(self, ax=ax, log=log)
 
 
-def has_transform(potential):
+def has_transform(potential: object) -> bool:
     """Whether ``potential.constrain`` is more than the identity over its
     parameter names (a model with a transform, e.g. a log-scale), looking
     through the wrappers that delegate it (WeightedSum, a recorder)."""

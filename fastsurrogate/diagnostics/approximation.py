@@ -14,10 +14,16 @@ A density is given by its potential U = -log density (up to a constant): a
 :class:`~fastsurrogate.Potential` (e.g. ``result.surrogate`` of VHMC: the
 frozen V whose exp(-V) the draws target) or a function ``f(q) -> (U, grad U)``.
 """
+from typing import Any, Callable, TypeAlias
+
 import numpy as np
 
+from .._typing import ArrayLike, FloatArray
 from . import mcmc as _diag
 from ..core._potential import Potential
+
+# a Potential or a function q -> (U, grad U)
+PotentialLike: TypeAlias = Potential | Callable[..., Any]
 
 __all__ = ["grid", "kl_divergence_grid", "score_matching_distance_grid", "gaussian_kl",
            "relative_errors"]
@@ -35,7 +41,8 @@ def _bounds(bounds):
     return b
 
 
-def grid(bounds, n_grid=201):
+def grid(bounds: ArrayLike,
+         n_grid: int = 201) -> tuple[FloatArray, float, tuple[int, ...]]:
     """A regular grid: (points (n, dim), cell volume, shape)."""
     b = _bounds(bounds)
     n_grid = int(n_grid)
@@ -93,7 +100,9 @@ def _edge_mass(logp, cell, shape):
     return float(max(p.sum() - inner, 0.0))
 
 
-def kl_divergence_grid(approx, exact, bounds, n_grid=201, return_details=False):
+def kl_divergence_grid(approx: PotentialLike, exact: PotentialLike, bounds: ArrayLike,
+                       n_grid: int = 201, return_details: bool = False
+                       ) -> float | tuple[float, dict[str, float]]:
     """KL(approx || exact) = E_approx[log p_approx - log p_exact], in nats.
 
     Both densities are normalised on a regular grid over ``bounds``
@@ -135,7 +144,8 @@ def kl_divergence_grid(approx, exact, bounds, n_grid=201, return_details=False):
     return kl
 
 
-def score_matching_distance_grid(approx, exact, bounds, n_grid=201, under="exact"):
+def score_matching_distance_grid(approx: PotentialLike, exact: PotentialLike, bounds: ArrayLike,
+                                 n_grid: int = 201, under: str = "exact") -> float:
     """Score-matching (Fisher) distance (1/2) E_p ||grad log p_approx - grad log p_exact||^2.
 
     The expectation is under the exact posterior (``under="exact"``, the
@@ -153,7 +163,8 @@ def score_matching_distance_grid(approx, exact, bounds, n_grid=201, under="exact
     return float(0.5 * np.sum(w[ok] * diff[ok]) * cell)
 
 
-def gaussian_kl(mean_p, cov_p, mean_q, cov_q):
+def gaussian_kl(mean_p: ArrayLike, cov_p: ArrayLike, mean_q: ArrayLike,
+                cov_q: ArrayLike) -> float:
     """KL(N(mean_p, cov_p) || N(mean_q, cov_q)) in nats, in closed form."""
     mp = np.atleast_1d(np.asarray(mean_p, dtype=np.float64))
     mq = np.atleast_1d(np.asarray(mean_q, dtype=np.float64))
@@ -170,7 +181,7 @@ def gaussian_kl(mean_p, cov_p, mean_q, cov_q):
     return float(0.5 * (np.sum(A * A) + b @ b - d + logdet))
 
 
-def relative_errors(draws, reference):
+def relative_errors(draws: ArrayLike, reference: ArrayLike) -> dict[str, Any]:
     """REM and REC (VHMC paper, eq. 4.1) of ``draws`` against a reference run.
 
     Parameters

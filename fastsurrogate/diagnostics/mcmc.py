@@ -31,10 +31,13 @@ warning is raised.  (ArviZ returns the number of draws as the ESS there, and
 0 as mcse_mean of a constant parameter.)
 """
 
+from typing import Any, Mapping, Sequence
+
 import numpy as np
 from scipy import fft as _fft
 from scipy import special as _special
 
+from fastsurrogate._typing import ArrayLike, FloatArray
 from fastsurrogate.core._checks import real_array
 
 __all__ = [
@@ -306,7 +309,7 @@ def _mcse_sd(arr):
 # public per-parameter diagnostics
 # ----------------------------------------------------------------------------
 
-def autocorrelation(x):
+def autocorrelation(x: ArrayLike) -> FloatArray:
     """Autocorrelation of one chain at every lag, by zero-padded FFT.
 
     ``rho_k = gamma_k / gamma_0`` with the biased autocovariance
@@ -345,7 +348,7 @@ def autocorrelation(x):
     return acov / acov[0]
 
 
-def ess_geyer(x):
+def ess_geyer(x: ArrayLike) -> float | FloatArray:
     """Effective sample size by Geyer's initial monotone sequence, raw draws.
 
     ``ESS = B / (1 + 2 sum_{k=1}^{K} rho_k)`` with ``B = chains * draws``, as
@@ -386,7 +389,7 @@ def ess_geyer(x):
         return _out(_ess(arr, stan=False), scalar)
 
 
-def ess_bulk(x):
+def ess_bulk(x: ArrayLike) -> float | FloatArray:
     """Bulk effective sample size: rank-normalised split ESS (Vehtari et al. 2021).
 
     Chains are split in halves, all draws of a parameter are replaced by the
@@ -416,7 +419,7 @@ def ess_bulk(x):
         return _out(_ess(_z_scale(_split(arr))), scalar)
 
 
-def ess_tail(x):
+def ess_tail(x: ArrayLike) -> float | FloatArray:
     """Tail effective sample size (Vehtari et al. 2021).
 
     The minimum of the split ESS of the indicators ``x <= q_0.05`` and
@@ -446,7 +449,7 @@ def ess_tail(x):
         return _out(_ess_tail(arr), scalar)
 
 
-def rhat(x):
+def rhat(x: ArrayLike) -> float | FloatArray:
     """Rank-normalised split R-hat (Vehtari et al. 2021).
 
     ``max(bulk, tail)`` where bulk is the split R-hat of the rank-normalised
@@ -479,7 +482,7 @@ def rhat(x):
         return _out(_rhat_rank(arr), scalar)
 
 
-def mcse_mean(x):
+def mcse_mean(x: ArrayLike) -> float | FloatArray:
     """Monte Carlo standard error of the posterior mean.
 
     ``sd / sqrt(ESS_mean)`` with ``sd`` the pooled standard deviation
@@ -509,7 +512,7 @@ def mcse_mean(x):
         return _out(_mcse_mean(arr), scalar)
 
 
-def mcse_sd(x):
+def mcse_sd(x: ArrayLike) -> float | FloatArray:
     """Monte Carlo standard error of the posterior standard deviation.
 
     Delta method without a normality assumption (as in ArviZ >= 0.15 and the
@@ -560,8 +563,10 @@ class SummaryTable:
     _formats = {"mean": "{:.4g}", "sd": "{:.4g}", "mcse_mean": "{:.2g}",
                 "mcse_sd": "{:.2g}", "ess_bulk": "{:.0f}", "ess_tail": "{:.0f}",
                 "ess": "{:.0f}", "r_hat": "{:.3f}"}
+    # run-level figures, set by Result.summary (fastsurrogate.Result)
+    overall: dict[str, Any]
 
-    def __init__(self, names, values):
+    def __init__(self, names: Sequence[str], values: Mapping[str, ArrayLike]) -> None:
         self._names = list(names)
         self._values = {}
         for col in self.columns:
@@ -574,14 +579,14 @@ class SummaryTable:
             self._values[col] = v
 
     @property
-    def names(self):
+    def names(self) -> list[str]:
         """Parameter names, a list of str."""
         return list(self._names)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._names)
 
-    def __getitem__(self, column):
+    def __getitem__(self, column: str) -> np.ndarray:
         if column == "names":
             return np.array(self._names, dtype=object)
         try:
@@ -592,26 +597,26 @@ class SummaryTable:
                 f"{', '.join(('names',) + self.columns)}"
             ) from None
 
-    def __contains__(self, column):
+    def __contains__(self, column: object) -> bool:
         return column == "names" or column in self._values
 
-    def keys(self):
+    def keys(self) -> tuple[str, ...]:
         return ("names",) + self.columns
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         """Plain dict: ``names`` (list of str) and one (dim,) array per column."""
         out = {"names": list(self._names)}
         out.update({col: self._values[col].copy() for col in self.columns})
         return out
 
-    def to_pandas(self):
+    def to_pandas(self) -> Any:
         """The table as a ``pandas.DataFrame`` indexed by parameter name."""
         import pandas as pd
 
         return pd.DataFrame({col: self._values[col] for col in self.columns},
                             index=pd.Index(self._names, name="name"))
 
-    def __str__(self):
+    def __str__(self) -> str:
         header = [""] + list(self.columns)
         rows = []
         for i, name in enumerate(self._names):
@@ -632,7 +637,7 @@ class SummaryTable:
         return str(self)
 
 
-def summary(draws, names=None):
+def summary(draws: ArrayLike, names: Sequence[str] | None = None) -> SummaryTable:
     """Summary statistics and diagnostics for every parameter.
 
     Parameters
@@ -709,7 +714,7 @@ def _pooled_draws(draws, name="draws"):
     return arr
 
 
-def relative_error_mean(draws, truth_mean, norm="l1"):
+def relative_error_mean(draws: ArrayLike, truth_mean: ArrayLike, norm: str = "l1") -> float:
     """Relative error of the mean, REM (VHMC paper, eq. 4.1; RNS-HMC paper, Figures 7-8).
 
     ``norm="l1"`` (default, the VHMC paper): ``REM = sum_i |mean_hat_i - mean_i| / sum_i |mean_i|``.
@@ -755,7 +760,7 @@ def relative_error_mean(draws, truth_mean, norm="l1"):
     return float(np.abs(err).sum() / denom)
 
 
-def relative_error_cov(draws, truth_cov):
+def relative_error_cov(draws: ArrayLike, truth_cov: ArrayLike) -> float:
     """Relative error of the covariance, REC (VHMC paper, eq. 4.1).
 
     ``REC = sum_ij |Cov_hat_ij - Cov_ij| / sum_ij |Cov_ij|`` with
@@ -793,7 +798,7 @@ def relative_error_cov(draws, truth_cov):
     return float(np.abs(cov_hat - truth).sum() / denom)
 
 
-def amari_distance(A, B):
+def amari_distance(A: ArrayLike, B: ArrayLike) -> float:
     """Amari distance between two unmixing matrices, in [0, 1].
 
     With ``P = A B^{-1}`` (m x m)::

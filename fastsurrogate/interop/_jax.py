@@ -212,7 +212,8 @@ class JaxLogDensity:
         return f"<JaxLogDensity of {self.potential!r} via {self.backend}>"
 
 
-def to_jax(potential, *, vmap_method="sequential", backend="auto"):
+def to_jax(potential: Potential, *, vmap_method: str = "sequential",
+           backend: str = "auto") -> "JaxLogDensity":
     """A JAX log density (jittable, differentiable, vmappable) of a Potential.
 
     Parameters

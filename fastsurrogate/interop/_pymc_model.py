@@ -29,10 +29,11 @@ imports none of them.
 import itertools
 import threading
 import warnings
+from typing import Any
 
 import numpy as np
 
-from ..core._potential import CallbackPotential, CFunctionPotential
+from ..core._potential import CallbackPotential, CFunctionPotential, Potential
 
 __all__ = ["from_pymc", "PyMCPotential", "PyMCCallbackPotential"]
 
@@ -42,7 +43,7 @@ BACKENDS = ("numba", "python")
 # ---------------------------------------------------------------------------
 # entry point
 
-def from_pymc(model, *, backend="numba", value_function=True):
+def from_pymc(model: Any, *, backend: str = "numba", value_function: bool = True) -> Potential:
     """The log density of a PyMC model as a Potential on its unconstrained space.
 
     Parameters

@@ -4,6 +4,8 @@ mici's systems take ``neg_log_dens`` (our ``U``) and ``grad_neg_log_dens``,
 which may return ``(grad, value)`` together: one kernel pass per gradient,
 with the value cached by mici for its energy.
 """
+from typing import Any
+
 import numpy as np
 
 from ..core import Potential
@@ -31,7 +33,7 @@ def mici_kwargs(potential):
     return dict(neg_log_dens=pot.value, grad_neg_log_dens=grad_neg_log_dens)
 
 
-def mici_system(potential, metric=None):
+def mici_system(potential: Potential, metric: Any = None) -> Any:
     """A ``mici.systems.EuclideanMetricSystem`` whose target is ``exp(-U)``.
 
     Parameters

@@ -7,6 +7,8 @@ gradient), so a graph that needs both (PyMC's NUTS, nutpie) evaluates the
 potential once per point.  Use it as a ``pm.Potential`` term or as the
 ``logp`` of a ``pm.CustomDist``.
 """
+from typing import Any, Callable
+
 import numpy as np
 
 from ..core import Potential, PotentialError
@@ -94,7 +96,7 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def to_pytensor(potential):
+def to_pytensor(potential: Potential) -> Callable[[Any], Any]:
     """A function ``x -> log density`` building PyTensor graphs for a Potential.
 
     Parameters
@@ -138,6 +140,6 @@ def to_pytensor(potential):
     def logp(x):
         return op(x)[0]
 
-    logp.op = op
-    logp.potential = potential
+    logp.op = op                  # type: ignore[attr-defined]
+    logp.potential = potential    # type: ignore[attr-defined]
     return logp

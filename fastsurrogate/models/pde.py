@@ -19,6 +19,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
+from fastsurrogate._typing import ArrayLike
 from fastsurrogate.core._potential import CallbackPotential
 from fastsurrogate.models._pde import PDEKernel
 
@@ -146,9 +147,11 @@ class EllipticPDE(PDEKernel):
     (4,)
     """
 
-    def __init__(self, n_mesh=30, n_modes=20, n_obs_side=11, noise_sd=0.1, prior_sd=0.5,
-                 length_scale=0.2, variance=1.0, y=None, theta_true=None, seed=2017,
-                 solver="banded"):
+    def __init__(self, n_mesh: int = 30, n_modes: int = 20, n_obs_side: int = 11,
+                 noise_sd: float = 0.1, prior_sd: float = 0.5, length_scale: float = 0.2,
+                 variance: float = 1.0, y: ArrayLike | None = None,
+                 theta_true: ArrayLike | None = None, seed: int = 2017,
+                 solver: str = "banded") -> None:
         m = _int_arg(n_mesh, "n_mesh", 2, 2000)
         d = _int_arg(n_modes, "n_modes", 1, m * m)
         no = _int_arg(n_obs_side, "n_obs_side", 2, 10000)

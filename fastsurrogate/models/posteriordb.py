@@ -38,6 +38,7 @@ import json
 import math
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, TypeVar
 
 import numpy as np
 from scipy.linalg.lapack import dpotrf, dtrtri, dtrtrs
@@ -45,6 +46,7 @@ from scipy.signal import lfilter
 from scipy.special import expit, logit
 
 from .. import datasets
+from .._typing import ArrayLike, FloatArray, PathLike
 from ..core._checks import real_array
 from ..core._potential import Potential
 
@@ -61,7 +63,7 @@ _LOG2_5 = math.log(2.5)
 # ---------------------------------------------------------------------------
 # data access
 
-def find_data_dir():
+def find_data_dir() -> Path | None:
     """The shared data folder (``X/shared/data`` for a repository at ``X/main``).
 
     Order: the environment variable ``FASTSURROGATE_DATA`` (if set and an
@@ -93,7 +95,7 @@ def _read_zip_json(path):
         return json.loads(z.read(names[0]))
 
 
-def load_data(name, data_dir=None):
+def load_data(name: str, data_dir: PathLike | None = None) -> dict[str, Any]:
     """Data set ``name`` (e.g. ``"sblrc"``) from ``<name>.data.zip``.
 
     Returns a dict: lists become NumPy arrays (their dtype inferred, so a
@@ -101,7 +103,7 @@ def load_data(name, data_dir=None):
     """
     path = _posteriordb_dir(data_dir) / f"{name}.data.zip"
     raw = _read_zip_json(path)
-    out = {}
+    out: dict[str, Any] = {}
     for k, v in raw.items():
         if isinstance(v, list):
             out[k] = np.asarray(v)
@@ -112,7 +114,8 @@ def load_data(name, data_dir=None):
     return out
 
 
-def load_reference(posterior_name, data_dir=None):
+def load_reference(posterior_name: str,
+                   data_dir: PathLike | None = None) -> dict[str, FloatArray]:
     """Reference draws of ``posterior_name`` from ``<posterior_name>.draws.zip``.
 
     Returns a dict ``"param[i]"`` (or ``"param"``) -> float array
@@ -162,31 +165,40 @@ def _indexed(name, n):
 # ---------------------------------------------------------------------------
 # base class
 
+_Model = TypeVar("_Model", bound="_PosteriorModel")
+
+
 class _PosteriorModel:
     """Common interface; subclasses set ``posterior_name``/``data_name``."""
 
-    posterior_name = None
-    data_name = None
+    posterior_name: str            # set by each model
+    data_name: str
+    dim: int
+
+    if TYPE_CHECKING:              # what each model defines
+        def __init__(self, data: Mapping[str, Any]) -> None: ...
+
+        def value_and_grad(self, q: ArrayLike) -> tuple[float, FloatArray]: ...
 
     @classmethod
-    def from_posteriordb(cls, data_dir=None):
+    def from_posteriordb(cls: type[_Model], data_dir: PathLike | None = None) -> _Model:
         """Build the model from the shared posteriordb data."""
         return cls(load_data(cls.data_name, data_dir))
 
     @classmethod
-    def reference_draws(cls, data_dir=None):
+    def reference_draws(cls, data_dir: PathLike | None = None) -> dict[str, FloatArray]:
         """The reference draws (see :func:`load_reference`)."""
         return load_reference(cls.posterior_name, data_dir)
 
-    def value(self, q):
+    def value(self, q: ArrayLike) -> float:
         """U(q)."""
         return self.value_and_grad(q)[0]
 
-    def grad(self, q):
+    def grad(self, q: ArrayLike) -> FloatArray:
         """dU/dq."""
         return self.value_and_grad(q)[1]
 
-    def log_density(self, q):
+    def log_density(self, q: ArrayLike) -> float:
         """-U(q) (log density on the unconstrained scale, up to a constant)."""
         return -self.value(q)
 
@@ -264,7 +276,7 @@ class SBLRC_BLR(_LinearGaussian):
     posterior_name = "sblrc-blr"
     data_name = "sblrc"
 
-    def __init__(self, data):
+    def __init__(self, data: Mapping[str, Any]) -> None:
         X = np.asarray(data["X"], dtype=np.float64)
         y = np.asarray(data["y"], dtype=np.float64).ravel()
         D = X.shape[1]
@@ -289,7 +301,7 @@ class ArK(_LinearGaussian):
     posterior_name = "arK-arK"
     data_name = "arK"
 
-    def __init__(self, data):
+    def __init__(self, data: Mapping[str, Any]) -> None:
         y = np.asarray(data["y"], dtype=np.float64).ravel()
         K = int(data["K"])
         T = y.shape[0]
@@ -324,7 +336,7 @@ class EightSchoolsNoncentered(_PosteriorModel):
     posterior_name = "eight_schools-eight_schools_noncentered"
     data_name = "eight_schools"
 
-    def __init__(self, data):
+    def __init__(self, data: Mapping[str, Any]) -> None:
         self.y = np.asarray(data["y"], dtype=np.float64).ravel()
         self.sigma = np.asarray(data["sigma"], dtype=np.float64).ravel()
         self.J = J = self.y.shape[0]
@@ -418,7 +430,7 @@ class Garch11(_PosteriorModel):
     param_names = ["mu", "log_alpha0", "logit_alpha1", "logit_beta1_scaled"]
     dim = 4
 
-    def __init__(self, data):
+    def __init__(self, data: Mapping[str, Any]) -> None:
         self.y = np.asarray(data["y"], dtype=np.float64).ravel()
         self.T = self.y.shape[0]
         if "T" in data and int(data["T"]) != self.T:
@@ -533,7 +545,7 @@ class GPRegr(_PosteriorModel):
     param_names = ["log_rho", "log_alpha", "log_sigma"]
     dim = 3
 
-    def __init__(self, data):
+    def __init__(self, data: Mapping[str, Any]) -> None:
         self.x = np.asarray(data["x"], dtype=np.float64).ravel()
         self.y = np.asarray(data["y"], dtype=np.float64).ravel()
         self.N = self.x.shape[0]
@@ -659,7 +671,7 @@ def _quiet(f):
     return call
 
 
-def as_potential(model):
+def as_potential(model: Any) -> Potential:
     """Wrap a model as a :class:`fastsurrogate.Potential` (a callback potential).
 
     Equivalent to ``Potential.from_callable(model.value_and_grad, model.dim,

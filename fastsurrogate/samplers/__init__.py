@@ -16,8 +16,8 @@ from .vhmc import VHMC
 from .rmhmc import RMHMC, RNSRMHMC
 from .sg import SGLD, SGHMC
 
-SAMPLERS = {"hmc": HMC, "nuts": NUTS, "rns-hmc": RNSHMC, "arns-hmc": ARNSHMC,
-            "nnghmc": NNGHMC, "vhmc": VHMC}
+SAMPLERS: dict[str, type[Sampler]] = {"hmc": HMC, "nuts": NUTS, "rns-hmc": RNSHMC,
+                                      "arns-hmc": ARNSHMC, "nnghmc": NNGHMC, "vhmc": VHMC}
 SAMPLERS.update({"rmhmc": RMHMC, "rns-rmhmc": RNSRMHMC})
 SAMPLERS.update({"sgld": SGLD, "sghmc": SGHMC})
 

@@ -21,10 +21,13 @@ import time
 import warnings
 from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
+from .._typing import ArrayLike, PathLike, SeedLike
 from ..core._hmc import new_trace, STATUS_INTERRUPTED
+from ..core._potential import Potential
 from ..result import Result
 from ..diagnostics.checks import run_warnings, check_gradient_before, SamplingWarning
 from . import _checkpoint, _executors
@@ -396,12 +399,15 @@ class Sampler:
     default_chains = 4
     default_warmup = 1000
 
-    def __init__(self, potential):
+    def __init__(self, potential: Potential) -> None:
         self.potential = check_potential(potential)
 
-    def sample(self, n_draws=1000, n_warmup=None, *, chains=None, seed=None, init=None,
-               progress=True, keep_warmup=True, checkpoint=None, checkpoint_every=None,
-               resume=None, executor=None, warn=True):
+    def sample(self, n_draws: int = 1000, n_warmup: int | None = None, *,
+               chains: int | None = None, seed: SeedLike = None, init: ArrayLike | None = None,
+               progress: bool = True, keep_warmup: bool = True,
+               checkpoint: PathLike | None = None, checkpoint_every: int | None = None,
+               resume: PathLike | Result | None = None, executor: Any = None,
+               warn: bool = True) -> Result:
         """Run the chains.
 
         Parameters
@@ -451,13 +457,18 @@ class Sampler:
         """
         progress, keep_warmup = check_flag("progress", progress), check_flag("keep_warmup",
                                                                                keep_warmup)
+        n_draws, n_warmup, chains = self._sizes(n_draws, n_warmup, chains)
+        return self._checked(check_flag("warn", warn), n_draws, n_warmup, chains, seed, init,
+                             progress, keep_warmup, checkpoint, checkpoint_every, resume,
+                             executor)
+
+    def _sizes(self, n_draws, n_warmup, chains):
+        """The checked run sizes, with the sampler's defaults."""
         n_draws = check_int("n_draws", n_draws, 0)
         n_warmup = check_int("n_warmup", self.default_warmup if n_warmup is None else n_warmup, 0)
         chains = check_int("chains", self.default_chains if chains is None else chains, 1)
         self.check_sizes(n_draws, n_warmup)
-        return self._checked(check_flag("warn", warn), n_draws, n_warmup, chains, seed, init,
-                             progress, keep_warmup, checkpoint, checkpoint_every, resume,
-                             executor)
+        return n_draws, n_warmup, chains
 
     def _checked(self, warn, *args):
         """_sample(*args), with the gradient check before and the warnings

@@ -7,7 +7,9 @@ windows, sampling.
 
 import numpy as np
 
-from ..core._hmc import Chain
+from .._typing import ArrayLike
+from ..core._hmc import Chain, LowRankMetric
+from ..core._potential import Potential
 from ._base import Sampler
 from ._chain import warmup_windows, regularized_metric
 from ._checks import (check_int, check_positive, check_metric, check_flag, check_number,
@@ -96,9 +98,11 @@ class HMC(Sampler):
     # the surrogate samplers train on their exact warm-up's rows: "fixed"
     _warmup_ends = ("converged", "fixed")
 
-    def __init__(self, potential, *, step_size=None, n_steps=10, random_n_steps=True,
-                 metric=None, adapt=True, target_accept=0.8, max_energy_error=1000.0,
-                 adaptation="fisher", warmup_end=None):
+    def __init__(self, potential: Potential, *, step_size: float | None = None,
+                 n_steps: int = 10, random_n_steps: bool = True,
+                 metric: str | ArrayLike | LowRankMetric | None = None, adapt: bool = True,
+                 target_accept: float = 0.8, max_energy_error: float = 1000.0,
+                 adaptation: str = "fisher", warmup_end: str | None = None) -> None:
         super().__init__(potential)
         self.step_size = check_positive("step_size", step_size, allow_none=True)
         self.n_steps = check_int("n_steps", n_steps, 1)

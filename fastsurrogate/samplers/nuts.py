@@ -11,9 +11,14 @@ heuristic, dual averaging to ``target_accept`` of Stan's accept_stat, and
 metric windows).
 """
 
+from typing import Any
+
+from .._typing import ArrayLike
+from ..core._hmc import LowRankMetric
+from ..core._potential import Potential
 from .hmc import HMC
 from ._checks import check_tree_depth
-from .surrogate_nuts import SurrogateNUTS, check_surrogate, cost_check
+from .surrogate_nuts import SurrogateNUTS, SurrogatePolicy, check_surrogate, cost_check
 
 __all__ = ["NUTS"]
 
@@ -67,9 +72,12 @@ class NUTS(HMC):
 
     method = "nuts"
 
-    def __init__(self, potential, *, step_size=None, metric=None, adapt=True,
-                 target_accept=0.8, max_tree_depth=10, max_energy_error=1000.0,
-                 surrogate="auto", policy=None, adaptation="fisher", warmup_end=None):
+    def __init__(self, potential: Potential, *, step_size: float | None = None,
+                 metric: str | ArrayLike | LowRankMetric | None = None, adapt: bool = True,
+                 target_accept: float = 0.8, max_tree_depth: int = 10,
+                 max_energy_error: float = 1000.0, surrogate: str | bool = "auto",
+                 policy: SurrogatePolicy | dict[str, Any] | None = None,
+                 adaptation: str = "fisher", warmup_end: str | None = None) -> None:
         super().__init__(potential, step_size=step_size, n_steps=1, random_n_steps=False,
                          metric=metric, adapt=adapt, target_accept=target_accept,
                          max_energy_error=max_energy_error, adaptation=adaptation,

@@ -5,6 +5,7 @@ in C (csrc/fs_rmhmc.c); these classes hold only the phases.
 """
 
 import os
+from typing import Any, Callable, TypeAlias
 
 import numpy as np
 
@@ -13,7 +14,7 @@ from ..core._hmc import new_trace
 from ..core._rmhmc import RMChain, Metric, FisherMetric, SoftAbsMetric, CallableMetric
 from ..models._glm import GeneralizedLinearModel
 from ..models._models import Gaussian
-from ..core._potential import WeightedSum
+from ..core._potential import Potential, WeightedSum
 from ..surrogates._network import RandomNetwork
 from ._base import Sampler
 from ._checks import check_int, check_int_or_auto, check_positive
@@ -21,6 +22,9 @@ from ._checks import check_flag, check_number, refuse_options
 from .rns_hmc import RNSHMC
 
 __all__ = ["RMHMC", "RNSRMHMC", "as_metric"]
+
+# what metric= takes: "fisher", a Metric, or a pair (G, dG) of callables
+MetricLike: TypeAlias = str | Metric | tuple[Callable[..., Any], Callable[..., Any]]
 
 
 def as_metric(metric, potential):
@@ -97,9 +101,11 @@ class RMHMC(Sampler):
     # RMChain (generalized leapfrog state) does not pickle: chains stay in this process
     remote_chains = False
 
-    def __init__(self, potential, *, metric="fisher", step_size=None, n_steps="auto",
-                 random_n_steps=True, adapt=True, target_accept=0.8, max_energy_error=1000.0,
-                 max_fixed_point=20, fixed_point_tol=1e-9):
+    def __init__(self, potential: Potential, *, metric: MetricLike = "fisher",
+                 step_size: float | None = None, n_steps: int | str = "auto",
+                 random_n_steps: bool = True, adapt: bool = True, target_accept: float = 0.8,
+                 max_energy_error: float = 1000.0, max_fixed_point: int = 20,
+                 fixed_point_tol: float = 1e-9) -> None:
         super().__init__(potential)
         self.metric = as_metric(metric, potential)
         self.step_size = check_positive("step_size", step_size, allow_none=True)
@@ -263,10 +269,12 @@ class RNSRMHMC(RNSHMC):
     method = "rns-rmhmc"
     remote_chains = False
 
-    def __init__(self, potential, *, metric="fisher", rm_step_size=None, rm_n_steps="auto",
-                 rm_target_accept=0.9, test_metric="surrogate", diagonal_metric=False,
-                 softabs_alpha=1.0,
-                 max_fixed_point=20, fixed_point_tol=1e-9, overlap="auto", **options):
+    def __init__(self, potential: Potential, *, metric: MetricLike = "fisher",
+                 rm_step_size: float | None = None, rm_n_steps: int | str = "auto",
+                 rm_target_accept: float = 0.9, test_metric: str = "surrogate",
+                 diagonal_metric: bool = False, softabs_alpha: float = 1.0,
+                 max_fixed_point: int = 20, fixed_point_tol: float = 1e-9,
+                 overlap: str | bool = "auto", **options: Any) -> None:
         base = options.get("base")
         if base is not None and not (isinstance(base, str) or isinstance(base, Gaussian)):
             raise ValueError('RNS-RMHMC\'s base must be None, "laplace" or a '

@@ -85,8 +85,9 @@ class SGLD(Sampler):
     remote_chains = False
     algorithm = "sgld"
 
-    def __init__(self, potential, *, step_size, step_offset=1.0, step_decay=0.55,
-                 batch_size=100):
+    def __init__(self, potential: GeneralizedLinearModel | LaplaceLogisticRegression, *,
+                 step_size: float, step_offset: float = 1.0, step_decay: float = 0.55,
+                 batch_size: int = 100) -> None:
         super().__init__(potential)
         # the GLM whose rows are drawn, and an optional Laplace prior added in C
         self._glm, self._l1 = potential, None
@@ -116,7 +117,7 @@ class SGLD(Sampler):
                 "by O(step size) and exact only as the step size decays to 0")
 
     @property
-    def exact(self):
+    def exact(self) -> bool:
         return False
 
     def phases(self, run):
@@ -206,8 +207,10 @@ class SGHMC(SGLD):
     method = "sghmc"
     algorithm = "sghmc"
 
-    def __init__(self, potential, *, step_size, step_offset=1.0, step_decay=None,
-                 batch_size=100, friction=1.0, n_steps=10, noise_estimate="zero", mh=False):
+    def __init__(self, potential: GeneralizedLinearModel | LaplaceLogisticRegression, *,
+                 step_size: float, step_offset: float = 1.0, step_decay: float | None = None,
+                 batch_size: int = 100, friction: float = 1.0, n_steps: int = 10,
+                 noise_estimate: str = "zero", mh: bool = False) -> None:
         self.mh = check_flag("mh", mh)
         if step_decay is None:
             step_decay = 0.0 if self.mh else 0.55
@@ -230,7 +233,7 @@ class SGHMC(SGLD):
         return opts
 
     @property
-    def exact(self):
+    def exact(self) -> bool:
         return self.mh
 
     def _note(self):

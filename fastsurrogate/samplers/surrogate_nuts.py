@@ -134,7 +134,7 @@ class SurrogatePolicy:
     laplace: bool = True
     fit: str = "network"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         a = check_number("min_accept", self.min_accept)
         if not 0.0 < a < 1.0:
             raise ValueError(f"min_accept must be in (0, 1), got {self.min_accept}")
