@@ -45,9 +45,9 @@ fastsurrogate reproduce rns-table1 vhmc-fig5    # some, at the papers' settings
 The pages below are the `--quick` reports of one run of each table
 (`docs/make_papers.py`, one table per process), with the PNG figures that
 `reproduce` draws back from the numbers of each report's own tables.  Every
-table has a "paper" column: the paper's own figure for that row where it is
-quoted in this project's texts, and "n/a" where the paper's value is not known
-here (no figure is guessed).  `--quick` tables are smoke runs: with 600
+table has a "paper" column: the paper's own figure for that row, read from
+the paper, and "n/a" where the paper has no number for it (a figure drawn
+without numbers, or a row the paper does not have; no figure is guessed).  `--quick` tables are smoke runs: with 600
 exploration iterations some surrogates are under-trained, so the full runs
 (`fastsurrogate reproduce TABLE`, without `--quick`) are the ones to compare
 with the papers.  Tables whose data are absent are skipped with a note; the
