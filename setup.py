@@ -1,6 +1,7 @@
 """Build the compiled parts of fastsurrogate.
 
-Only the extension list and the Cython directives live here; metadata is in
+Only the extension list, the static library every extension links
+(csrc/fs_common.c) and the Cython directives live here; metadata is in
 pyproject.toml.  Environment switches:
 
 FASTSURROGATE_DEBUG=1    boundscheck/wraparound on, -O0 -g, no -march flags
@@ -9,6 +10,7 @@ FASTSURROGATE_SANITIZE=1 the debug build with AddressSanitizer and UBSan (run
                          see .ci/sanitize)
 FASTSURROGATE_NO_OPENMP=1 build without OpenMP even where the compiler has it
 """
+import hashlib
 import os
 import shutil
 import sys
@@ -17,6 +19,8 @@ import tempfile
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_clib import build_clib
+from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -70,9 +74,22 @@ if SANITIZE:
 
 NP_RANDOM_LIB = os.path.join(os.path.dirname(np.__file__), "random", "lib")
 
+# The code every extension uses (csrc/fs_common.c: status messages, the
+# scratch pool) is compiled once, into a static library that each extension
+# links (build_clib): with the extensions' flags (sanitizers included) and
+# position-independent code, since it ends up inside shared objects.
+LIB_CFLAGS = CFLAGS + ([] if sys.platform == "win32" else ["-fPIC"])
+LIBRARIES = [("fs_common", {
+    "sources": [os.path.join(CSRC, "fs_common.c")],
+    "include_dirs": [CSRC],
+    "cflags": LIB_CFLAGS,
+    "obj_deps": {"": [os.path.join(CSRC, "fs_common.h")]},
+})]
+
 
 def ext(name, sources, rng=False):
-    """The extension fastsurrogate.<name> ("core._hmc") from <name>.pyx and csrc/ sources."""
+    """The extension fastsurrogate.<name> ("core._hmc") from <name>.pyx and csrc/
+    sources; every extension also links the LIBRARIES above (build_ext_after_clib)."""
     kw = dict(
         include_dirs=[CSRC, np.get_include()],
         extra_compile_args=CFLAGS,
@@ -88,31 +105,55 @@ def ext(name, sources, rng=False):
 
 ALL_EXTENSIONS = [
     # core: the contract, the chain loop, BLAS
-    ext("core._blas", ["fs_common.c"]),
-    ext("core._potential", ["fs_common.c", "fs_compose.c"]),
-    ext("core._hmc", ["fs_common.c", "fs_adapt.c", "fs_transition.c", "fs_hmc.c", "fs_nuts.c",
+    ext("core._blas", []),
+    ext("core._potential", ["fs_compose.c"]),
+    ext("core._hmc", ["fs_adapt.c", "fs_transition.c", "fs_hmc.c", "fs_nuts.c",
                       "fs_surrogate.c"], rng=True),
     # Riemannian-manifold HMC: metrics and the generalized leapfrog
-    ext("core._rmhmc", ["fs_common.c", "fs_adapt.c", "fs_transition.c", "fs_hmc.c", "fs_nuts.c",
+    ext("core._rmhmc", ["fs_adapt.c", "fs_transition.c", "fs_hmc.c", "fs_nuts.c",
                         "fs_surrogate.c", "fs_rmhmc.c",
                         "fs_metrics.c", "fs_glm.c", "fs_network.c"], rng=True),
     # models: data-sum GLM kernels and the other compiled models
-    ext("models._glm", ["fs_common.c", "fs_glm.c"]),
+    ext("models._glm", ["fs_glm.c"]),
     # stochastic-gradient baselines (SGLD, SGHMC) on GLM minibatches
-    ext("core._sg", ["fs_common.c", "fs_glm.c", "fs_sg.c"], rng=True),
-    ext("models._models", ["fs_common.c", "fs_models.c", "fs_garch.c", "fs_gpreg.c"]),
-    ext("models._papers", ["fs_common.c", "fs_papers.c"]),
-    ext("models._pde", ["fs_common.c", "fs_pde.c"]),
+    ext("core._sg", ["fs_glm.c", "fs_sg.c"], rng=True),
+    ext("models._models", ["fs_models.c", "fs_garch.c", "fs_gpreg.c"]),
+    ext("models._papers", ["fs_papers.c"]),
+    ext("models._pde", ["fs_pde.c"]),
     # surrogates: random networks, their online trainers, gradient networks
-    ext("surrogates._network", ["fs_common.c", "fs_network.c"]),
-    ext("surrogates._online", ["fs_common.c", "fs_greville.c", "fs_smw.c"]),
-    ext("surrogates._mlp", ["fs_common.c", "fs_mlp.c"]),
+    ext("surrogates._network", ["fs_network.c"]),
+    ext("surrogates._online", ["fs_greville.c", "fs_smw.c"]),
+    ext("surrogates._mlp", ["fs_mlp.c"]),
 ]
 # Development convenience: FASTSURROGATE_EXTENSIONS=_blas,_glm builds a subset
 # (by the module's last name).
 _only = os.environ.get("FASTSURROGATE_EXTENSIONS")
 EXTENSIONS = [e for e in ALL_EXTENSIONS
               if not _only or e.name.split(".")[-1] in _only.split(",")]
+
+
+class build_clib_by_flags(build_clib):
+    """build_clib into a folder of its own for each set of LIB_CFLAGS, so that
+    a build with other flags in the same tree (FASTSURROGATE_DEBUG,
+    FASTSURROGATE_SANITIZE) never reuses objects or an archive compiled with
+    the old ones; build_ext links from that folder."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        flags = "clib-" + hashlib.sha256(" ".join(LIB_CFLAGS).encode()).hexdigest()[:12]
+        self.build_clib = os.path.join(self.build_clib, flags)
+        self.build_temp = os.path.join(self.build_temp, flags)
+
+
+class build_ext_after_clib(build_ext):
+    """build_ext that builds the static LIBRARIES first: `setup.py build`
+    and pip run build_clib before build_ext anyway, `setup.py build_ext
+    --inplace` alone would not (run_command runs it once either way)."""
+
+    def run(self):
+        if self.distribution.has_c_libraries():
+            self.run_command("build_clib")
+        super().run()
 
 
 class build_py_with_headers(build_py):
@@ -139,5 +180,7 @@ DIRECTIVES = dict(
 setup(
     ext_modules=cythonize(EXTENSIONS, compiler_directives=DIRECTIVES,
                           include_path=[HERE]),
-    cmdclass={"build_py": build_py_with_headers},
+    libraries=LIBRARIES,
+    cmdclass={"build_py": build_py_with_headers, "build_clib": build_clib_by_flags,
+              "build_ext": build_ext_after_clib},
 )

@@ -1,4 +1,6 @@
-"""How the package behaves when imported from its own source checkout."""
+"""How the package is built (setup.py), and how it behaves when imported
+from its own source checkout."""
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -52,3 +54,25 @@ def test_the_license_is_in_the_checkout():
     text = (root / "LICENSE").read_text()
     assert "BSD 3-Clause" in text
     assert 'license = "BSD-3-Clause"' in (root / "pyproject.toml").read_text()
+
+
+def _named_in_setup(tree, filename):
+    """Lines of setup.py's string constants that name csrc/<filename>."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str) and n.value.split("/")[-1] == filename]
+
+
+@pytest.mark.skipif(not (REPO / "setup.py").is_file(), reason="no setup.py beside the tests")
+def test_fs_common_c_is_compiled_once_for_every_extension():
+    # fs_common.c is named once in setup.py: the static library every
+    # extension links, not a source of each extension
+    tree = ast.parse((REPO / "setup.py").read_text())
+    calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call)
+             and isinstance(c.func, ast.Name) and c.func.id == "ext"]
+    assert len(calls) >= 12                  # the extension list is read
+    lists = {c.args[0].value: [e.value for e in c.args[1].elts] for c in calls}
+    assert "fs_network.c" in lists["surrogates._network"]
+    assert not [name for name, srcs in lists.items() if "fs_common.c" in srcs]
+    assert len(_named_in_setup(tree, "fs_common.c")) == 1
+    assert len(_named_in_setup(ast.parse('x = ["fs_common.c", "csrc/fs_common.c"]'),
+                               "fs_common.c")) == 2
