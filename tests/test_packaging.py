@@ -76,3 +76,18 @@ def test_fs_common_c_is_compiled_once_for_every_extension():
     assert len(_named_in_setup(tree, "fs_common.c")) == 1
     assert len(_named_in_setup(ast.parse('x = ["fs_common.c", "csrc/fs_common.c"]'),
                                "fs_common.c")) == 2
+
+
+def test_sdist_manifest_ships_the_docs_changelog_and_license():
+    """The sdist carries what the README links to: CHANGELOG.md, LICENSE and
+    the documentation's sources (not its build output)."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    manifest = root / "MANIFEST.in"
+    if not manifest.exists():
+        pytest.skip("no source checkout here")
+    lines = manifest.read_text().splitlines()
+    first = lines[0].split()
+    assert first[0] == "include" and {"CHANGELOG.md", "LICENSE", "README.md"} <= set(first)
+    assert any(ln.startswith("recursive-include docs ") and "*.md" in ln for ln in lines)
+    assert "prune docs/_build" in lines
