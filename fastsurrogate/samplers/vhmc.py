@@ -163,7 +163,7 @@ class VHMC(HMC):
         (1 - mu_t) L, in which, once mu_t ~ 1, nothing outside the data
         keeps exp(-V) normalisable: on a 5-d target with a mild funnel block
         (``tests/_targets.py``), 4 chains x (2000 + 4000), it sent chains to
-        |q| of 1e2 to 3e4 (R-hat 5 at seed 1).
+        distances of 1e2 to 3e4 from the mode (R-hat 5 at seed 1).
     exact : bool
         After t0, judge with the exact U (RNS-HMC style): exact draws.
     delayed_acceptance : bool
