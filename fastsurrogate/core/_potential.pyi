@@ -75,6 +75,16 @@ class WeightedSum(Potential):
     @weights.setter
     def weights(self, value: ArrayLike) -> None: ...
 
+class ClampedSum(WeightedSum):
+    centre: FloatArray
+    def __init__(self, z: Potential, base: Potential, weights: ArrayLike, centre: ArrayLike,
+                 radius: float = 0.0) -> None: ...
+    @property
+    def radius(self) -> float: ...
+    @radius.setter
+    def radius(self, value: float) -> None: ...
+    def distance(self, q: ArrayLike) -> float | FloatArray: ...
+
 class RecordingPotential(Potential):
     potential: Potential
     def __init__(self, potential: Potential, capacity: int, every: int = 1,
