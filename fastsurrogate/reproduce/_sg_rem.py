@@ -104,7 +104,8 @@ def reproduce(args):
         log(f"  {name}: {n} draws ({c * 1e3:.3f} ms/iter pilot) ...")
         runs[name] = (make().sample(n, 0, chains=1, seed=1, init=q0, progress=False), 0.0)
     log(f"  VHMC: s = {args.vhmc_hidden}, t0 = {args.vhmc_train}, {args.vhmc_draws} draws ...")
-    v = fs.VHMC(model, n_hidden=args.vhmc_hidden, n_s=500, n_train=args.vhmc_train,
+    v = fs.VHMC(model, laplace_tail=False,
+                n_hidden=args.vhmc_hidden, n_s=500, n_train=args.vhmc_train,
                 laplace=lap, n_steps=10)
     runs["VHMC"] = (v.sample(args.vhmc_draws, args.vhmc_train, chains=1, seed=1, init=q0,
                              progress=False), t_lap)

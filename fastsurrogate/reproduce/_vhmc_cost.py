@@ -6,7 +6,7 @@ N = 100000, same dimension, same network size.
 
 For each N: ``fs.datasets.simulate_logistic(N, dim)``,
 ``fs.models.LogisticRegression(prior_sd=10, n_threads=1)``, then
-``fs.VHMC(model, n_train=t0, n_steps=10)`` (default s for the dimension) with
+``fs.VHMC(model, laplace_tail=False, n_train=t0, n_steps=10)`` (default s for the dimension) with
 ``--draws`` draws after t0; its sampling-phase seconds per iteration is the
 first figure.  Then, to average out the load of a shared machine, the
 post-t0 loop is re-run in ``--repeats`` interleaved rounds (N = 10000, then
@@ -47,7 +47,7 @@ def reproduce(args):
     for n in sizes:
         X, y, _ = fs.datasets.simulate_logistic(n, args.dim, seed=3)
         model = fs.models.LogisticRegression(X, y, prior_sd=10.0, n_threads=1)
-        res = fs.VHMC(model, n_train=args.train, n_steps=10).sample(
+        res = fs.VHMC(model, laplace_tail=False, n_train=args.train, n_steps=10).sample(
             args.draws, args.train, chains=1, seed=5, progress=False)
         assert res.info["exact_evaluations"]["after_t0"] == [0]
         hmc = fs.HMC(model, n_steps=10, metric=res.info["laplace"].cov,

@@ -263,7 +263,8 @@ def _sweep(model, lap, measure, args):
     for s in args.hidden:
         ms, accs, secs = [], [], []
         for k in range(args.seeds):
-            res = fs.VHMC(model, n_hidden=s, laplace=lap, input_scale=args.input_scale).sample(
+            res = fs.VHMC(model, laplace_tail=False,
+                          n_hidden=s, laplace=lap, input_scale=args.input_scale).sample(
                 args.draws, args.train, chains=1, seed=args.seed + k, init=lap.mean,
                 progress=False)
             ms.append(measure(res.surrogate))

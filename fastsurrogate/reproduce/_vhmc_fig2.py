@@ -125,7 +125,8 @@ def reproduce(args):
         kls, sms, wides, accs, secs = [], [], [], [], []
         for seed in range(args.seeds):
             t0 = time.perf_counter()
-            sampler = fs.VHMC(model, n_hidden=s, laplace=lap, input_scale=args.input_scale)
+            sampler = fs.VHMC(model, laplace_tail=False,
+                              n_hidden=s, laplace=lap, input_scale=args.input_scale)
             n_draws = 20000 if (s == 100 and seed == 0) else 1000
             res = sampler.sample(n_draws, args.train, chains=1, seed=1000 + seed, progress=False)
             kls.append(kl_divergence_grid(res.surrogate, model, bounds, args.n_grid))

@@ -131,7 +131,7 @@ def _reps(model, lap, lap_evals, args):
         evals, running, acc, hres = hmc_curve(model, args, 100 + r)
         hmc_rows.append((evals, running, acc, hres.timings))
         log(f"rep {r}: VHMC ...")
-        res = fs.VHMC(model, n_train=args.train, laplace=lap).sample(
+        res = fs.VHMC(model, laplace_tail=False, n_train=args.train, laplace=lap).sample(
             args.draws, args.train, chains=1, seed=200 + r, progress=False)
         ev = res.info["exact_evaluations"]
         assert ev["after_t0"] == [0]

@@ -157,7 +157,8 @@ def _runs(model, lap, t_lap, args, bmax):
     n_hmc = int(1.3 * bmax / c_hmc) + 1000
 
     log(f"VHMC: t0 = {args.train}, s = {args.n_hidden}, {args.vhmc_draws} draws ...")
-    vhmc = fs.VHMC(model, n_hidden=args.n_hidden, n_s=500, n_train=args.train, laplace=lap,
+    vhmc = fs.VHMC(model, laplace_tail=False,
+                   n_hidden=args.n_hidden, n_s=500, n_train=args.train, laplace=lap,
                    n_steps=10).sample(args.vhmc_draws, args.train, chains=1, seed=args.seed,
                                       progress=False)
     vhmc.timings["laplace"] = t_lap

@@ -203,7 +203,8 @@ def _runs(model, lap, t_lap, ref, args):
     hmc = fs.HMC(model, n_steps=args.n_steps, metric=lap.cov).sample(
         n_hmc, args.hmc_warmup, chains=1, seed=args.seed, init=lap.mean, progress=False)
     log(f"  ICA: VHMC, s = {args.n_hidden}, t0 = {args.train}, {args.vhmc_draws} draws ...")
-    vh = fs.VHMC(model, n_hidden=args.n_hidden, n_train=args.train, laplace=lap,
+    vh = fs.VHMC(model, laplace_tail=False,
+                 n_hidden=args.n_hidden, n_train=args.train, laplace=lap,
                  n_steps=args.n_steps)
     vhmc = vh.sample(args.vhmc_draws, args.train, chains=1, seed=args.seed, init=lap.mean,
                      progress=False)

@@ -164,6 +164,12 @@ class VHMC(HMC):
         keeps exp(-V) normalisable: on a 5-d target with a mild funnel block
         (``tests/_targets.py``), 4 chains x (2000 + 4000), it sent chains to
         distances of 1e2 to 3e4 from the mode (R-hat 5 at seed 1).
+        The price: beyond its training points exp(-V) has the Laplace
+        approximation's light tails.  On the paper's beta-binomial (Figure
+        2; s = 50, 100, 200, seed 1000) the KL divergence to the posterior
+        on the paper's box rose from 6e-5, 6e-5 and 8e-6 nats (the paper's
+        form) to 6e-3, 1e-2 and 6e-3.  ``fastsurrogate reproduce`` runs the
+        paper's form.
     exact : bool
         After t0, judge with the exact U (RNS-HMC style): exact draws.
     delayed_acceptance : bool
