@@ -89,18 +89,24 @@ class ARNSHMC(RNSHMC):
         ``transitions`` (surrogate transitions, see :class:`RNSHMC`) need it:
         they start once the updates have stopped, with the fixed surrogate
         (k tuned then, off the trace, and fixed for the rest of the run).
-    online_data : {"states", "proposals"}
-        What feeds the online trainer: the chain's states (the paper's
-        Algorithm 4; the default), or every iteration's proposal with its
-        exact U (computed anyway by the Metropolis test; a deviation, not in
-        the paper).  Proposals fall where the surrogate is wrong, but they
-        also reach far outside the posterior, where U is huge: on a 5-d
-        target with a banana, a skew-normal and a mild funnel block
-        (``tests/_targets.py``), 4 chains x (2000 + 4000), feeding proposals
-        blew up the recursion (the network's U became infinite) and left 1
-        to 3 chains of 4 stuck (acceptance 0.002 to 0.05) in 5 of 5 seeds,
-        R-hat 1.5 to 2.6; with the states, all 5 seeds had R-hat at most
-        1.003 and acceptance 0.84 to 0.87.
+    online_data : {"proposals", "states"}
+        What feeds the online trainer: every iteration's proposal with its
+        exact U, computed anyway by the Metropolis test, except divergent
+        ones (the default; a deviation, not in the paper), or the chain's
+        states (the paper's Algorithm 4).  While the surrogate is poor the
+        chain rejects most proposals and its states repeat, so they carry
+        little new information; the proposals fall where the surrogate is
+        wrong.  Measured (``reproduce rns-fig8 --quick``, the simulated
+        regression, d = 50): acceptance over iterations 1601-6400 about
+        0.72 with proposals, 0.49 with states.  A divergent proposal (its
+        energy error beyond ``max_energy_error``) lies far outside the
+        posterior, and its U would dominate the least squares: fed to the
+        layer on a 5-d target with a banana, a skew-normal and a mild
+        funnel block (``tests/_targets.py``), 4 chains x (2000 + 4000),
+        such proposals blew up the recursion and left 1 to 3 chains of 4
+        stuck (acceptance 0.002 to 0.05) in 5 of 5 seeds; without them
+        (seeds 1, 2, 5) R-hat was at most 1.003 and acceptance 0.74 to
+        0.88.
     training : {"auto", "states", "trajectory"}
         The start set: the last ``n_start`` exploration states (the
         paper's), or every point the exploration's trajectories evaluated
@@ -116,7 +122,7 @@ class ARNSHMC(RNSHMC):
         trajectory points with s = 1989 it accepted 0.79.
         ``info["training_set"]`` has one record per
         chain (kind and counts).  The online updates then add every
-        state (``online_data``), as in the paper.
+        non-divergent proposal (``online_data``).
     n_hidden : int or "auto"
         Hidden units s.  "auto" (default): the paper's 1000 with a start
         set of states; with trajectory points RNS-HMC's :func:`auto_hidden`
@@ -141,7 +147,7 @@ class ARNSHMC(RNSHMC):
     remote_chains = False
 
     def __init__(self, potential, *, n_start=200, update_every=10, exponent=0.5,
-                 online_ridge=None, resync_every=0, online_data="states", max_points=None,
+                 online_ridge=None, resync_every=0, online_data="proposals", max_points=None,
                  **options):
         if options.get("base") is not None:
             raise ValueError("ARNS-HMC has no base option: its online trainer fits U itself")

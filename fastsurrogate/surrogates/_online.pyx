@@ -967,7 +967,10 @@ cdef int _layer_after(void *state, long iteration, fs_rng *rng, const fs_hmc_inf
         q, u = proposal, info.proposal_u
     else:
         q, u = cur.q, cur.u_judge
-    if isfinite(u) and (st.max_points == 0 or st.n_buf < st.max_points - st.n_seen):
+    # a divergent proposal (energy error beyond max_energy_error) lies far outside
+    # the posterior: its U would dominate the least squares
+    if isfinite(u) and not (st.use_proposals and info.divergent) and (
+            st.max_points == 0 or st.n_buf < st.max_points - st.n_seen):
         memcpy(st.Qbuf + st.n_buf * st.d, q, sizeof(double) * st.d)
         st.ubuf[st.n_buf] = u
         st.n_buf += 1
@@ -985,7 +988,7 @@ cdef int _layer_after(void *state, long iteration, fs_rng *rng, const fs_hmc_inf
 cdef class OnlineLayerHook(ChainHook):
     """ARNS-HMC's online output layer (Algorithm 4) as a chain hook, run in C.
 
-    Each iteration's proposal (or state) with a finite exact U is buffered
+    Each iteration's proposal (unless divergent) or state with a finite exact U is buffered
     as a point (features(q), U - offset); every ``block`` iterations (and
     at ``end_row``) the buffered points are absorbed by ``trainer`` (an
     :class:`SMWTrainer` with dim = block: one block SMW update of the
