@@ -238,7 +238,7 @@ def run_warnings(res, rhat_max=1.01, min_ess_per_chain=100, min_move=0.05):
     if n < 4 or not np.all(np.isfinite(draws)):
         return out
     moves = np.any(draws[:, 1:] != draws[:, :-1], axis=2).mean(axis=1)    # (chains,)
-    stuck = [c for c in range(n_chains) if not np.any(draws[c] != draws[c, 0])]
+    stuck = [c for c in range(n_chains) if moves[c] == 0]
     if stuck:
         out.append(f"chain(s) {stuck} never moved in {n} draws: a step size too large or too "
                    "small, or a starting point where the gradient is wrong")

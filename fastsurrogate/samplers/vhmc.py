@@ -623,12 +623,12 @@ class VHMC(HMC):
 
 
 def _laplace_distance(V, Q):
-    """sqrt(2 (L(q) - L(q_MAP))) for the rows of Q (n, dim): the distance from
-    the MAP in the Laplace approximation's metric, L = V's second term."""
+    """The distance of the rows of Q (n, dim) from the MAP in the Laplace
+    approximation's metric, sqrt((q - q_MAP)^T H (q - q_MAP)), H the precision
+    of V's second term (the Laplace Gaussian): ClampedSum's r(q)."""
     L = V.potentials[1]
-    u0 = L.value(np.asarray(L.mean))
-    u = np.array([L.value(q) for q in np.asarray(Q, dtype=float)])
-    return np.sqrt(2.0 * np.maximum(u - u0, 0.0))
+    D = np.asarray(Q, dtype=float) - L.mean
+    return np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", D, L.precision, D), 0.0))
 
 
 def _resolve(trainer, net, points, chunk=256):

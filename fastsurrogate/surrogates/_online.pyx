@@ -576,15 +576,14 @@ cdef int _score_after(void *state, long iteration, fs_rng *rng, const fs_hmc_inf
     if st.t >= st.t_max or st.pending:
         return FS_EINVAL
     st.t += 1
-    g2 = 0.0
     if info.accepted:
         status = st.exact.eval(st.exact.state, cur.q, NULL, st.g)
         if status != FS_OK:
             return status
+        g2 = 0.0            # ||grad U||^2, before a base is taken off
+        for k in range(d):
+            g2 = g2 + st.g[k] * st.g[k]
         if st.base != NULL and _all_finite(st.g, d):
-            g2 = 0.0
-            for k in range(d):
-                g2 = g2 + st.g[k] * st.g[k]
             status = st.base.eval(st.base.state, cur.q, &ub, st.gbase)
             if status != FS_OK:
                 return status
@@ -609,8 +608,6 @@ cdef int _score_after(void *state, long iteration, fs_rng *rng, const fs_hmc_inf
                     acc = acc + row[i] * st.smw.v[i]
                 acc = acc - st.g[k]
                 e2 = e2 + acc * acc
-                if st.base == NULL:
-                    g2 = g2 + st.g[k] * st.g[k]
             n = st.n_points
             st.iteration[n] = st.t - 1
             st.sq_error[n] = e2
