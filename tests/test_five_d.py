@@ -53,7 +53,7 @@ def test_default_vhmc_has_no_drifting_chain_on_the_five_d_target():
     for c in range(4):
         assert np.all(np.abs(D[c].mean(axis=0) - mean) < 0.25 * sd + 0.1)
     # the surrogate is approximate: its error against the truth (seed 1: means
-    # within 0.06 sd, sds 1 % to 11 % low; bench/five_d.py)
+    # within 0.04 sd, sds up to 3 % low, the funnel coordinate's 12 %; bench/five_d.py)
     err_mean = np.abs(D.mean(axis=(0, 1)) - mean) / sd
     err_sd = D.std(axis=(0, 1)) / sd - 1
     assert err_mean.max() < 0.15 and np.all(np.abs(err_sd) < 0.2), (err_mean, err_sd)
@@ -63,22 +63,16 @@ def test_default_vhmc_has_no_drifting_chain_on_the_five_d_target():
 
 
 def test_vhmc_exact_mixes_on_the_five_d_target():
+    """exact=True with the default s (400 here): every mean and sd, the
+    funnel's included, within 4 MCSE (with s = 100, the old floor, the funnel
+    sd was 3.6 to 5.7 MCSE low in 4 of 5 seeds; bench/five_d.py)."""
     res, mean, sd, caught = _run("vhmc", exact=True)
     D = res.draws
-    assert res.exact and np.max(rhat(D)) <= 1.01
+    assert res.exact and res.info["n_hidden"] == 400 and np.max(rhat(D)) <= 1.01
     z_mean = (D.mean(axis=(0, 1)) - mean) / np.asarray(mcse_mean(D))
     z_sd = (D.std(axis=(0, 1)) - sd) / np.asarray(mcse_sd(D))
     assert np.all(np.abs(z_mean) < 4), z_mean
-    assert np.all(np.abs(z_sd[:4]) < 4), z_sd
-
-
-@pytest.mark.xfail(strict=True, reason="known defect (issue 38): exact VHMC's funnel sd is 4 to "
-                   "9 % low, 4 to 6 MCSE, in 3 of 5 seeds (bench/five_d.py); the cause is open")
-def test_vhmc_exact_funnel_sd_within_mcse():
-    res, mean, sd, caught = _run("vhmc", exact=True)
-    D = res.draws
-    z = (D[..., 4].std() - sd[4]) / float(np.asarray(mcse_sd(D))[4])
-    assert abs(z) < 4, z
+    assert np.all(np.abs(z_sd) < 4), z_sd
 
 
 def test_paper_vhmc_surrogate_drifts_and_the_run_says_so():

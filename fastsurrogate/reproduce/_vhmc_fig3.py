@@ -20,7 +20,7 @@ point).  Counts:
   ``fs.RecordingPotential``; each iteration costs its number of leapfrog steps,
   the warm-up (and the step-size search) what it cost.  The estimate after E
   evaluations is the mean of the post-warm-up draws done by then.
-* VHMC (``fs.VHMC(model, n_train=--train)``, defaults otherwise: s = 100
+* VHMC (``fs.VHMC(model, n_train=--train)``, defaults otherwise: s = 400
   units, n_s = t0 / 10): Laplace, then one exact gradient per accepted
   training state, then nothing: every later draw is free.  Its estimate at
   any E past that point is the mean of all its draws (``--draws``).
