@@ -1,0 +1,66 @@
+"""The NNgHMC paper's figures in ``fastsurrogate reproduce`` (nnghmc-fig2 ...):
+tiny runs whose tables hold real properties and the paper's numbers."""
+import numpy as np
+import pytest
+
+from fastsurrogate.reproduce import TABLES, run_table
+from fastsurrogate.reproduce._nnghmc_fig2 import Banana23
+
+
+def _rows(text, first_cell):
+    """The cells of the Markdown rows whose first cell is ``first_cell``."""
+    return [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in text.splitlines() if line.startswith(f"| {first_cell} |")]
+
+
+def _lead(cell):
+    """The number a cell starts with ("0.61 (+1.2)" -> 0.61)."""
+    return float(cell.split()[0])
+
+
+def test_every_figure_is_registered_in_paper_order():
+    names = [n for n in TABLES if n.startswith("nnghmc-fig")]
+    assert names[0] == "nnghmc-fig2"
+    assert names == sorted(names, key=lambda n: int(n.split("fig")[1]))
+
+
+def test_banana23_gradient_and_moments():
+    b = Banana23(10.0, 0.1, 10.0)
+    rng = np.random.default_rng(0)
+    Q = b.sample(5, rng)
+    U, G = b.u_and_grad(Q)
+    h = 1e-6
+    for i in range(2):
+        e = np.zeros(2)
+        e[i] = h
+        fd = (b.u_and_grad(Q + e)[0] - b.u_and_grad(Q - e)[0]) / (2 * h)
+        np.testing.assert_allclose(G[:, i], fd, rtol=1e-5, atol=1e-5)
+    assert b.potential().value(Q[0]) == pytest.approx(U[0])
+    S = b.sample(200000, rng)
+    mean, sd = b.moments()
+    np.testing.assert_allclose(S.mean(axis=0), mean, atol=0.02)
+    np.testing.assert_allclose(S.std(axis=0), sd, rtol=0.02)
+
+
+def test_fig2_tiny_run(tmp_path):
+    text = run_table("nnghmc-fig2", ["--n-draws", "800", "--n-record", "400", "--abc", "10",
+                                     "0.1", "10", "--trajectory-steps", "40"],
+                     out=str(tmp_path))
+    hmc, nng = _rows(text, "HMC"), _rows(text, "NNgHMC")
+    assert len(hmc) == len(nng) == 1
+    for h, n in zip(hmc, nng):
+        a_h, a_n = float(h[1]), float(n[1])
+        assert 0.0 < a_h <= 1.0 and 0.0 < a_n <= 1.0
+        assert abs(a_h - a_n) < 0.2                       # the network drives as well
+    # the paper's acceptances beside ours
+    assert hmc[0][-1] == "0.58" and nng[0][-1] == "0.57"
+    err = [r for r in _rows(text, "quantity") if r]
+    assert err                                            # the network table has a header
+    rel = [line for line in text.splitlines() if line.startswith("| relative gradient error "
+                                                                 "at HMC's draws")][0]
+    median = float(rel.split("|")[2].split("/")[0])
+    assert 0.0 <= median < 0.25                            # small on the training region
+    for head in [line for line in text.splitlines() if line.startswith("| method")]:
+        assert head.rstrip().endswith("| paper |")
+    pytest.importorskip("matplotlib")
+    assert (tmp_path / "nnghmc-fig2.png").stat().st_size > 10000
