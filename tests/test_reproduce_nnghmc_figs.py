@@ -20,7 +20,7 @@ def _lead(cell):
 
 def test_every_figure_is_registered_in_paper_order():
     names = [n for n in TABLES if n.startswith("nnghmc-fig")]
-    assert names[0] == "nnghmc-fig2"
+    assert names[:2] == ["nnghmc-fig2", "nnghmc-fig3"]
     assert names == sorted(names, key=lambda n: int(n.split("fig")[1]))
 
 
@@ -64,3 +64,20 @@ def test_fig2_tiny_run(tmp_path):
         assert head.rstrip().endswith("| paper |")
     pytest.importorskip("matplotlib")
     assert (tmp_path / "nnghmc-fig2.png").stat().st_size > 10000
+
+
+def test_fig3_tiny_run(tmp_path):
+    text = run_table("nnghmc-fig3", ["--n-draws", "300", "--n-record", "20", "--n-hidden", "40"],
+                     out=str(tmp_path))
+    (hmc,), (nng,) = _rows(text, "HMC"), _rows(text, "NNgHMC")
+    a_h, a_n = float(hmc[1]), float(nng[1])
+    assert 0.0 < a_n <= 1.0 and 0.0 < a_h <= 1.0 and abs(a_h - a_n) < 0.35
+    for row in (hmc, nng):
+        # mean and sd of q1 and q30, each with a finite z-score in MCSE units
+        zs = [float(c.split("(")[1].rstrip(")")) for c in row[2:4] + row[5:7]]
+        assert np.all(np.isfinite(zs))
+        assert 0.15 < _lead(row[3]) < 0.6 and 10.0 < _lead(row[6]) < 60.0
+    assert hmc[-1] == "~0.7" and nng[-1] == "~0.5"
+    assert _rows(text, "exact")[0][-1] == "n/a (the paper gives no number)"
+    pytest.importorskip("matplotlib")
+    assert (tmp_path / "nnghmc-fig3.png").exists()
