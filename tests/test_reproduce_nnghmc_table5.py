@@ -51,7 +51,7 @@ def test_whitened_target_is_the_same_posterior(a9a_env):
 
 
 def test_tiny_run_writes_the_columns(a9a_env, tmp_path):
-    argv = ["--n-draws", "40", "--burn-in", "20", "--explore", "30", "--max-train", "300",
+    argv = ["--n-draws", "60", "--burn-in", "20", "--max-train", "300",
             "--n-steps", "3", "--n-hidden", "20", "--threads", "1"]
     text = run_table("nnghmc-table5", argv, quick=True, out=str(tmp_path))
     assert (tmp_path / "nnghmc-table5.md").read_text() == text
@@ -61,10 +61,14 @@ def test_tiny_run_writes_the_columns(a9a_env, tmp_path):
                 "paper"):
         assert col in head[0]
     hmc = [ln for ln in text.splitlines() if ln.startswith("| HMC |")]
-    nng = [ln for ln in text.splitlines() if ln.startswith("| NNgHMC |")]
-    assert len(hmc) == 1 and len(nng) == 1
-    # the paper's census income rows (Table 5) beside ours
+    nng = [ln for ln in text.splitlines() if ln.startswith("| NNgHMC (")]
+    assert len(hmc) == 1 and len(nng) == 3
+    # the paper's census income rows (Table 5, 10 / 15 / 20 % training) beside ours
     assert hmc[0].rstrip().endswith("| census income: AP 0.84, median ESS/s 5.23, speed-up 1 |")
-    assert "speed-up 2.04" in nng[0] and "n/a" not in nng[0]
-    assert "Exactness:" in text and "Bonferroni" in text
+    for row, pct, speedup in zip(nng, (10, 15, 20), ("2.04", "2.19", "1.95")):
+        assert row.startswith(f"| NNgHMC ({pct} %) |") and "n/a" not in row
+        assert row.rstrip().endswith(f"speed-up {speedup} |")
+    assert text.count("Exactness:") == 3 and "Bonferroni" in text
+    with pytest.raises(ValueError, match="--fractions"):
+        run_table("nnghmc-table5", argv + ["--fractions", "1.5"], out=str(tmp_path))
     assert "Not reproduced here" in text
