@@ -212,17 +212,20 @@ def test_rns_table1_rows_carry_the_papers_figures():
     paper's acceptance, min ESS/s and speed-up beside it (read from the paper);
     ARNS-HMC, which Table 1 does not have, says where the paper has it."""
     from fastsurrogate.reproduce._paper import add_paper_column
-    want = {"sim": ("0.76, min ESS/s 14.17", "speed-up 8.72"),
-            "bank": ("0.70, min ESS/s 6.52", "speed-up 8.01"),
-            "a9a": ("0.72, min ESS/s 11.96", "speed-up 6.84")}
-    for name, (hmc, rns) in want.items():
+    want = {"sim": ("0.76, min ESS/s 14.17", "speed-up 8.72", "speed-up 0.004", "speed-up 0.15"),
+            "bank": ("0.70, min ESS/s 6.52", "speed-up 8.01", "speed-up 0.09", "speed-up 2.21"),
+            "a9a": ("0.72, min ESS/s 11.96", "speed-up 6.84", "speed-up 0.02", "speed-up 0.22")}
+    for name, (hmc, rns, rm, rnsrm) in want.items():
         text = (f"### {name}: N = 10, d = 2, s = 5, step 0.1, L = 6\n\n| method | AP |\n|---|---|\n"
-                "| HMC | 0.9 |\n| RNS-HMC | 0.8 |\n| ARNS-HMC | 0.8 |\n")
-        rows = add_paper_column(text, "rns-table1").splitlines()[4:7]
+                "| HMC | 0.9 |\n| RNS-HMC | 0.8 |\n| ARNS-HMC | 0.8 |\n| RMHMC | 0.8 |\n"
+                "| RNS-RMHMC | 0.8 |\n| RNS-HMC+DA | 0.8 |\n")
+        rows = add_paper_column(text, "rns-table1").splitlines()[4:10]
         assert rows[0].endswith(f"| AP {hmc}, speed-up 1 |"), rows[0]
         assert rows[1].endswith(f"{rns} |"), rows[1]
-        assert "n/a" not in rows[0] + rows[1]
+        assert rows[3].endswith(f"{rm} |") and rows[4].endswith(f"{rnsrm} |"), rows[3:5]
+        assert "n/a" not in "".join(rows[:2] + rows[3:5])
         assert "Figure 8" in rows[2]
+        assert rows[5].endswith("| n/a |")          # not a row of the paper
 
 
 def test_nnghmc_tables_rows_carry_the_papers_figures():
@@ -235,7 +238,9 @@ def test_nnghmc_tables_rows_carry_the_papers_figures():
              ("nnghmc-table3", "### Bank Marketing", ["HMC", "NNgHMC", "SGHMC + MH"],
               ["0.05", "5.77", "3.64"]),
              ("nnghmc-table4", "", ["10", "20", "40"], ["0.97", "0.91", "0.87"]),
-             ("nnghmc-table5", "### census income (a9a)", ["HMC", "NNgHMC"], ["5.23", "2.04"])]
+             ("nnghmc-table5", "### census income (a9a)",
+              ["HMC", "NNgHMC (10 %)", "NNgHMC (15 %)", "NNgHMC (20 %)"],
+              ["5.23", "2.04", "2.19", "1.95"])]
     for table, heading, rows, figures in cases:
         body = "".join(f"| {r} | 0.5 |\n" for r in rows)
         out = add_paper_column(f"{heading}\n\n| method | AP |\n|---|---|\n{body}", table)

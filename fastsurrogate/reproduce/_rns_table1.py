@@ -17,7 +17,10 @@ Problems and the paper's settings (../shared/data/README.md):
 All priors N(0, 100 I).  One chain per method, started at the MAP (found by
 L-BFGS), 5000 burn-in iterations of exact HMC (the exploration phase, whose
 states after the first 20 % train the network), then 5000 draws.  The
-data-sum kernel runs on 2 threads.
+data-sum kernel runs on 2 threads.  RMHMC and RNS-RMHMC (Fisher metric; the
+network's SoftAbs metric for RNS-RMHMC) use the paper's RM step and L
+(simulated 0.54 and 2, Bank 0.4 and 6, a9a 0.5 and 4); ``--quick`` gives
+them a third of the draws (an RMHMC iteration costs about 15 of HMC's).
 
 Columns: AP (mean acceptance probability after burn-in), ESS min / median /
 max over parameters (Geyer's initial monotone sequence, 5000 draws),
@@ -63,6 +66,9 @@ SURROGATE = {
 ARNS = {
     "bank": dict(standardize="whiten", ridge=1e-6, input_scale=0.2),
 }
+# RMHMC and RNS-RMHMC: the paper's step size and L (section 5.1; the
+# simulated problem's as in bench/rmhmc_ratios.py)
+RM = {"sim": (0.54, 2), "bank": (0.4, 6), "a9a": (0.5, 4), "a9a-std": (0.5, 4)}
 # Extra RNS-HMC rows (not the paper's method): the network fitted to the
 # residual of the Laplace approximation, drive = Laplace + network.
 _LAPLACE_ROW = {"RNS-HMC, Laplace base": dict(base="laplace", standardize="whiten", ridge=1e-4,
@@ -118,7 +124,25 @@ def run(name, quick, threads, seed):
     out["ARNS-HMC"] = fs.sample(model, method="arns-hmc", training="states",
                                 n_hidden=cfg["n_hidden"],
                                 n_start=200, **ARNS.get(name, {}), **common)
+    out.update(rm_rows(model, name, cfg, common, n_draws // 3 if quick else n_draws))
     return X.shape, cfg, out
+
+
+def rm_rows(model, name, cfg, common, n_draws):
+    """The RMHMC and RNS-RMHMC rows: the paper's RM step and L (``RM``), the
+    Fisher metric, from the same start.  RMHMC warms up 20 iterations (no
+    adaptation: the step is the paper's); RNS-RMHMC explores with exact HMC
+    at the table's step and L for as long as the other surrogate rows, then
+    draws with the network's gradient and SoftAbs metric (exact U in the
+    test)."""
+    rm_step, rm_L = RM[name]
+    rm = fs.sample(model, method="rmhmc", n_draws=n_draws, n_warmup=20, chains=1,
+                   seed=common["seed"], init=common["init"], step_size=rm_step, n_steps=rm_L,
+                   adapt=False, progress=False)
+    rns = fs.sample(model, method="rns-rmhmc", training="states", n_hidden=cfg["n_hidden"],
+                    rm_step_size=rm_step, rm_n_steps=rm_L, explore="hmc",
+                    **dict(common, n_draws=n_draws), **SURROGATE.get(name, {}))
+    return {"RMHMC": rm, "RNS-RMHMC": rns}
 
 
 def table(name, shape, cfg, out):
