@@ -1,504 +1,406 @@
-"""RNS-HMC paper, Figure 8 as tables: adaptive RNS-HMC (ARNS-HMC) and RNS-HMC
-against exact HMC on the four Table-1 problems (simulated logistic
-regression, Bank Marketing, a9a, elliptic PDE), by acceptance over the
-iterations and by the error of the posterior mean at fixed wall time.
+"""RNS-HMC paper, Figure 7 as tables: the relative error of the posterior mean
+(REM, L2) against wall time for exact HMC and RNS-HMC on the four Table-1
+problems, median and 5 %-95 % band over independent chains.
 
-    fastsurrogate reproduce rns-fig8 [--quick] [--problems sim bank a9a pde] [--rem l2|l1]
+    fastsurrogate reproduce rns-fig7 [--quick] [--problems sim bank a9a pde]
+        [--chains R] [--budgets S ...]
 
-What the paper reports (Zhang, Shahbaba & Zhao 2017, Stat. Comput. 27,
-Figure 8): ARNS-HMC starts its surrogate from only 200 exploration states
-and keeps updating the network's output layer online (Greville's recursion) as
-new states arrive, switching to the updated surrogate with a vanishing
-probability.  Its acceptance starts low and climbs to the level of exact HMC,
-and because each iteration needs only one exact U (no exact gradients), its
-relative error of the posterior mean falls faster in wall time than HMC's.
+What the paper shows (Zhang, Shahbaba & Zhao 2017, Stat. Comput. 27,
+Figure 7): for the simulated logistic regression (N = 100000, d = 50), Bank
+Marketing, a9a (60 projected features) and the elliptic PDE inverse
+problem, REM = ||mean_hat - truth||_2 / ||truth||_2 of the running posterior
+mean against running time, HMC against RNS-HMC, median and a 90 % band over
+independent chains.  RNS-HMC pays its exploration and training first, then
+its cheaper iterations make its REM fall faster.
 
-What this table measures, on this machine
-------------------------------------------
-Per problem (``--problems``, default all four; settings as ``rns-fig7``:
-Table 1's step, L and s; ARNS-HMC on Bank Marketing with whitened inputs as
-in ``rns-table1``): every sampler uses the paper's step and L with the
-number of steps uniform on 1..L, identity metric, no adaptation, one chain
-(``--replicates`` R: R independent ones, medians) started at beta = 0 for
-the simulated problem (this table's earlier setting) and at the MAP for the
-others.
+What this table measures
+------------------------
+Problems and settings (Table 1, as ``rns-table1`` and ``rns-table1-pde``):
+``sim`` ``simulate_logistic(100000, 50, seed=1)``, s = 2000, step 0.045, L = 6;
+``bank`` s = 1000, step 0.012, L = 45; ``a9a`` 60-feature projection (seed
+2017), s = 2500, step 0.012, L = 10, whitened network inputs (ridge 1e-4,
+input scale 0.2, as ``rns-table1``); ``pde`` ``EllipticPDE(30 x 30 mesh, 20
+modes, seed 2017)``, s = 1000, step 0.16, L = 10.  Logistic priors N(0, 100
+I), data sums on 2 threads.  L is drawn uniformly from 1..L each iteration;
+identity metric, no adaptation.
 
-1. Ground truth: the posterior mean of a long exact-HMC run (burn-in 500),
-   cached (``rns-fig7``'s files: the two tables share their truths); its own
-   Monte Carlo error is printed: REM values of that order cannot be told
-   apart from the truth's own error.
-2. Exact HMC: ``fs.HMC`` with ``n_warmup`` = the exploration length (the same
-   500 exact iterations ARNS explores with) and enough draws to fill the
-   largest budget.
-3. ARNS-HMC: ``fs.ARNSHMC(model, n_start=200, ...)`` with
-   ``n_warmup`` = the exploration length (500 exact iterations; the surrogate
-   starts from the last 200 of them), then surrogate-driven sampling with the
-   exact Metropolis test and online updates.  With the same seed and start,
-   its exploration chain is identical to HMC's burn-in.
-4. RNS-HMC (new; ``--rns-explore``, default 2000 exact exploration
-   iterations, 0 leaves it out): the paper's Algorithm 3 (no guard), its
-   network trained once on the exploration states after the first 20 %.
-5. (a) Acceptance (mean acceptance probability) in windows of 250 iterations
-   after the exploration, ARNS and RNS-HMC next to HMC, and the first window
-   whose ARNS acceptance reaches 90% of HMC's mean acceptance.  Bar: within
-   ``--acc-iters`` (3000) iterations.
-6. (b) REM of the states each sampler has produced when the wall clock
-   reaches each budget: all states after the first 300 (``--burn-in``) of
-   the chain (exploration states included).  REM is the RNS-HMC paper's L2
-   form, ||mean_hat - truth||_2 / ||truth||_2 (``--rem l2``, default; before
-   it was the L1 form sum |mean_hat - truth| / sum |truth|, which ``--rem
-   l1 --problems sim --rns-explore 0`` still computes for the earlier
-   runs).  Elapsed time includes exploration and training; the time of each
-   state is mapped linearly within each phase from the per-phase timings
-   (ARNS: within each chunk, from the clock marks it records,
-   ``info["sample_clock"]``).  While ARNS adapts, an iteration costs one
-   exact U, the surrogate leapfrog, and an O(s^2) trainer update per state;
-   with ``--max-points`` the updates stop after that many points (finite
-   adaptation; the chain stays exact).  Bar: ARNS's REM below HMC's at a
-   fixed budget.
+Every chain starts at the MAP (L-BFGS; not counted in the time) and runs
+``--explore`` exact-HMC iterations (HMC: its burn-in; RNS-HMC: its
+exploration, whose states after the first 20 % train the network, the
+paper's Algorithm 3 with no guard), then draws.  R
+independent chains per method (seeds ``seed + 7919 r``; chain r of HMC and
+of RNS-HMC share a seed, so their exploration chains coincide), each RNS-HMC
+chain training its own network.  The REM at budget b uses every state done
+by b seconds after the first 20 % of the exploration (the exploration states,
+then the method's own); elapsed time counts exploration, training and
+sampling, the time of each state mapped linearly within each phase from the
+per-phase timings.  The truth is the posterior mean of a long exact-HMC run
+from the MAP (another seed), cached under ``cache_dir()`` (the PDE's is the
+``rns-table1-pde`` reference, 20000 draws); its own Monte Carlo error
+(about sqrt(sum MCSE^2) / ||truth||) is printed: REM values of that order
+cannot be told apart from zero.  The runs are sized from pilots (100 HMC
+iterations; one RNS-HMC exploration, training and 200 draws) and, after the
+first chain, from the measured costs (margins 1.5x, RNS-HMC 1.8x); a chain whose run ends before a budget is left out of that
+budget's statistics, which say how many chains reached it.
 
-The run lengths are set from short pilots (RNS-HMC: one exploration,
-training and as many draws, seed + 1) with a 2x margin; if the machine slows down so that a run ends
-before a budget, that budget's entry says so.
-
-Duration: full run (4 problems, budgets 10-80 s, 1 replicate; each run is
-sized 2x past the largest budget) about 4 x 9 minutes plus the truths when
-not cached (about 15 minutes): about 50 minutes.  ``--problems pde`` took
-531 s (load 5-8).
-``--quick`` (36 s at load 3): only the PDE on a 12 x 12 mesh, s = 500,
-1000 exploration iterations for RNS-HMC, the ARNS updates stopped at 1500
-points, windows of 100 and the acceptance bar at 1000 iterations, budgets
-2 and 4 s, a 4000-iteration truth (shared with rns-fig7's --quick); the
-three logistic regressions are dropped.
+Duration.  Full run (R = 10, the default budgets: sim, a9a and pde up to
+60 s, bank up to 90 s): a chain pair costs about 3.3x its largest budget
+(HMC is sized 1.5x, RNS-HMC 1.8x past it, so that a loaded machine still
+reaches it), so about 10 x 3.3 x 270 s = 2.5 h, plus pilots and the truths
+(sim 50000, bank 30000, a9a 30000 exact iterations, about 15 minutes when
+not cached): about 2 h 50 min.  One problem: ``--problems pde`` took 32
+minutes (1912 s, load 4-8).
+``--quick`` (about 40 s): only the PDE on a 12 x 12 mesh, R = 3, s = 500,
+1000 exploration iterations, budgets 0.75, 1.5 and 3 s, a 4000-draw truth; the
+logistic problems are dropped.
 """
-import argparse
+import glob
 import math
 import os
-import platform
 import time
 
 import numpy as np
+import scipy.optimize as so
 
 import fastsurrogate as fs
-from . import _rns_fig7 as f7
-from ._report import (cache_dir, cpu_model, log, machine_line,  # noqa: F401
-                      markdown_table, problems_report)
-from ._rns_fig7 import PROBLEMS, missing_data
-from ._rns_table1 import ARNS
+from ..datasets import find_data_dir
+from ._report import cache_dir, log, machine_line, markdown_table, problems_report
+from ._rns_table1 import load
+
+# per problem: the paper's Table-1 settings, the exploration / burn-in length,
+# the default budgets (s) and the truth's length
+PROBLEMS = {
+    "sim": dict(n_hidden=2000, step_size=0.045, n_steps=6, explore=2000,
+                budgets=(7.5, 15, 30, 60), truth=50000),
+    "bank": dict(n_hidden=1000, step_size=0.012, n_steps=45, explore=2000,
+                 budgets=(22.5, 45, 90), truth=30000),
+    "a9a": dict(n_hidden=2500, step_size=0.012, n_steps=10, explore=2000,
+                budgets=(7.5, 15, 30, 60), truth=30000,
+                surrogate=dict(standardize="whiten", ridge=1e-4, input_scale=0.2)),
+    "pde": dict(n_hidden=1000, step_size=0.16, n_steps=10, explore=2000,
+                budgets=(7.5, 15, 30, 60), truth=20000),
+}
+ORDER = ("sim", "bank", "a9a", "pde")
+SEED_STRIDE = 7919
 
 
+# -- the problems ---------------------------------------------------------------------
+def make_problem(name, args):
+    """(model, MAP, description, data key) of one problem."""
+    if name == "sim":
+        X, y, _ = fs.datasets.simulate_logistic(args.n_obs, args.dim, seed=args.data_seed)
+        desc = f"simulate_logistic({args.n_obs}, {args.dim}, seed={args.data_seed})"
+        key = f"n{args.n_obs}_d{args.dim}_data{args.data_seed}"
+    elif name in ("bank", "a9a"):
+        X, y = load(name, False)
+        desc = ("Bank Marketing" if name == "bank" else "a9a, 60-feature Gaussian random "
+                "projection (seed 2017), standardised") + f", N = {X.shape[0]}, d = {X.shape[1]}"
+        key = name
+    elif name == "pde":
+        model = fs.models.EllipticPDE(n_mesh=args.n_mesh, n_modes=args.n_modes, seed=2017)
+        q0 = _map(model, 2000)
+        return (model, q0, f"EllipticPDE({args.n_mesh} x {args.n_mesh} mesh, {args.n_modes} "
+                f"modes, seed 2017)", f"pde-m{args.n_mesh}-d{args.n_modes}")
+    else:
+        raise ValueError(f"unknown problem {name!r}; expected one of {', '.join(ORDER)}")
+    model = fs.models.LogisticRegression(X, y, prior_sd=10.0, n_threads=args.threads)
+    return model, _map(model, 5000), desc + ", prior N(0, 100 I)", key
 
 
-def machine_lines():
-    model = cpu_model()
-    return [
-        f"- machine: platform.processor() = {platform.processor()!r}, "
-        f"os.cpu_count() = {os.cpu_count()}, machine = {platform.machine()}, "
-        f"cpu model = {model or 'unknown'}",
-        f"- python {platform.python_version()}, numpy {np.__version__}, "
-        f"fastsurrogate {fs.__version__}; load average at start "
-        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}",
-    ]
+DATA = {"bank": "bank_marketing.npz", "a9a": "a9a.libsvm.gz"}
 
 
-def truth_key(args):
-    return (f"n{args.n_obs}_d{args.dim}_data{args.data_seed}_eps{args.step}_L{args.n_steps}"
-            f"_seed{args.seed}")
+def missing_data(name):
+    """The data file ``name`` needs when the data folder lacks it, else None."""
+    if name not in DATA:
+        return None
+    d = find_data_dir(required=False)
+    return None if d is not None and os.path.exists(os.path.join(d, DATA[name])) else DATA[name]
 
 
-def load_or_run_truth(model, args, n_iter):
-    """Posterior mean of a long exact-HMC run, cached; returns (dict, source)."""
-    path = args.cache or os.path.join(cache_dir(), f"fig8_truth_{truth_key(args)}.npz")
-    if os.path.exists(path):
-        with np.load(path) as f:
-            data = {k: f[k] for k in f.files}
-        if str(data.get("key")) == truth_key(args) and int(data["n_iter"]) >= n_iter:
-            return data, f"cached {path}"
-        log(f"cache {path} is for other settings or shorter ({int(data['n_iter'])} < {n_iter}); rerunning")
-    log(f"ground truth: exact HMC, {n_iter} iterations after 500 burn-in ...")
+def _map(model, maxiter):
+    r = so.minimize(model.value_and_grad, np.zeros(model.dim), jac=True, method="L-BFGS-B",
+                    options=dict(maxiter=maxiter, gtol=1e-8))
+    return r.x
+
+
+def settings(name, args):
+    """The problem's settings with the command line's overrides."""
+    cfg = dict(PROBLEMS[name])
+    for k in ("n_hidden", "explore"):
+        v = getattr(args, k, None)
+        if v is not None:
+            cfg[k] = v
+    if getattr(args, "budgets", None):
+        cfg["budgets"] = tuple(sorted(args.budgets))
+    if getattr(args, "truth_iter", None):
+        cfg["truth"] = args.truth_iter
+    return cfg
+
+
+def hmc_sampler(model, cfg):
+    return fs.HMC(model, step_size=cfg["step_size"], n_steps=cfg["n_steps"],
+                  random_n_steps=True, metric="unit", adapt=False)
+
+
+def rns_sampler(model, cfg):
+    return fs.RNSHMC(model, guard=None, training="states", n_hidden=cfg["n_hidden"],
+                     step_size=cfg["step_size"], n_steps=cfg["n_steps"], random_n_steps=True,
+                     metric="unit", adapt=False, **cfg.get("surrogate", {}))
+
+
+# -- the truth ------------------------------------------------------------------------
+def truth_path(name, key, cfg, n_iter):
+    if name == "pde":
+        # the file rns-table1-pde's reference writes (fastsurrogate.reproduce.rns_hmc)
+        m, d = key.split("-")[1:]
+        return os.path.join(cache_dir(), f"pde-ref-{m}-{d}-s2017-e{cfg['step_size']}-"
+                                         f"L{cfg['n_steps']}-n{n_iter}.npz")
+    # the simulated problem's file is the one rns-fig8 writes
+    return os.path.join(cache_dir(), f"fig8_truth_{key}_eps{cfg['step_size']}_L{cfg['n_steps']}"
+                                     f"_seed2017.npz")
+
+
+def _cached_truth(name, key, cfg, n_iter):
+    """A cached truth at least ``n_iter`` long, or None."""
+    if name == "pde":
+        pat = truth_path(name, key, cfg, 0)[:-len("0.npz")] + "*.npz"
+        for p in sorted(glob.glob(pat)):
+            n = int(p.rsplit("-n", 1)[1][:-4])
+            if n >= n_iter:
+                with np.load(p) as z:
+                    return dict(mean=z["mean"], mcse=z["mcse"], n_iter=n), f"cached {p}"
+        return None
+    p = truth_path(name, key, cfg, n_iter)
+    if os.path.exists(p):
+        with np.load(p) as z:
+            if int(z["n_iter"]) >= n_iter and "mcse" in z.files:
+                return dict(mean=z["mean"], mcse=z["mcse"], n_iter=int(z["n_iter"])), f"cached {p}"
+    return None
+
+
+def load_or_run_truth(name, model, q0, key, cfg, n_iter, seed=2017):
+    """Posterior mean and its MCSE from a long exact-HMC run from ``q0`` (500
+    burn-in, seed ``seed + 100``), cached; returns (dict, where it came from)."""
+    hit = _cached_truth(name, key, cfg, n_iter)
+    if hit is not None:
+        return hit
+    log(f"  [{name}] truth: exact HMC, {n_iter} iterations after 500 burn-in ...")
     t0 = time.perf_counter()
-    res = fs.HMC(model, step_size=args.step, n_steps=args.n_steps, random_n_steps=True,
-                 metric="unit", adapt=False).sample(
-        n_iter, 500, chains=1, seed=args.seed + 100, init=np.zeros(args.dim), progress=False)
+    res = hmc_sampler(model, cfg).sample(n_iter, 500, chains=1, seed=seed + 100, init=q0,
+                                         progress=False)
     secs = time.perf_counter() - t0
-    ess = fs.diagnostics.ess_geyer(res.draws)
-    sd = res.draws[0].std(axis=0, ddof=1)
-    data = dict(mean=res.draws[0].mean(axis=0), sd=sd, ess=ess, mcse=sd / np.sqrt(ess),
-                n_iter=np.int64(n_iter), seconds=np.float64(secs),
-                acceptance=np.float64(np.mean(res.acceptance_rate)), key=np.str_(truth_key(args)))
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    np.savez(path, **data)
-    return data, f"computed now ({secs:.0f} s), saved to {path}"
+    d = res.draws
+    mean = d.mean(axis=(0, 1))
+    mcse = fs.diagnostics.mcse_mean(d)
+    sd = d.reshape(-1, d.shape[-1]).std(axis=0, ddof=1)
+    data = dict(mean=mean, mcse=mcse, sd=sd, seconds=np.float64(secs), n_iter=np.int64(n_iter),
+                acceptance=np.float64(np.mean(res.acceptance_rate)), key=np.str_(key))
+    path = truth_path(name, key, cfg, n_iter)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        np.savez(path, **data)
+    except OSError:
+        pass
+    return dict(mean=mean, mcse=mcse, n_iter=n_iter), f"computed now ({secs:.0f} s), saved to {path}"
 
 
-def make_hmc(model, args):
-    return fs.HMC(model, step_size=args.step, n_steps=args.n_steps, random_n_steps=True,
-                  metric="unit", adapt=False)
+def truth_floor(truth):
+    """The L2 REM of the truth's own Monte Carlo error: sqrt(sum MCSE^2) / ||truth||."""
+    return float(np.sqrt(np.sum(truth["mcse"] ** 2)) / np.linalg.norm(truth["mean"]))
 
 
-def make_arns(model, args):
-    return fs.ARNSHMC(model, training="states",
-                      n_start=args.n_start, n_hidden=args.n_hidden, step_size=args.step,
-                      n_steps=args.n_steps, random_n_steps=True, metric="unit", adapt=False,
-                      update_every=args.update_every, max_points=args.max_points,
-                      **getattr(args, "arns_options", {}))
-
-
-def phase_times(res):
-    t = res.timings
-    pre = float(t.get("warmup", 0.0)) + float(t.get("train", 0.0))
-    per = float(t["sample"]) / res.n_draws
-    return pre, per
-
-
-def chain_clock(res):
-    """(states, t): the exploration chain followed by the sampling chain, and
-    t[i] the wall-clock second at which state i was done, mapped linearly within
-    each phase: exploration at t_explore / n_explore per iteration, then the
-    training time (ARNS), then t_sample / n_draws per iteration."""
-    t = res.timings
+# -- the clock and the REM curve --------------------------------------------------------
+def chain_clock(res, chain=0):
+    """(states, t): the exploration / burn-in chain followed by the sampling
+    chain, and t[i] the wall-clock second at which state i was done, mapped
+    linearly within each phase (exploration, then training, then sampling;
+    ARNS-HMC's sampling from the clock marks of ``info["sample_clock"]``)."""
+    t = res.timings_per_chain[chain] if getattr(res, "timings_per_chain", None) else res.timings
     nw, ns = res.warmup_draws.shape[1], res.n_draws
     t_w, t_tr, t_s = float(t.get("warmup", 0.0)), float(t.get("train", 0.0)), float(t["sample"])
-    tw = t_w * np.arange(1, nw + 1) / nw
-    marks = res.info.get("sample_clock")
-    if marks is not None and len(marks[0]):
-        # ARNS records (iteration, seconds) at every chunk's end: piecewise
-        # linear within chunks (the cost per iteration changes when the
-        # online updates stop)
-        it, sec = marks[0][:, 0], marks[0][:, 1]
+    tw = t_w * np.arange(1, nw + 1) / max(nw, 1)
+    marks = res.info.get("sample_clock") if isinstance(res.info, dict) else None
+    if marks is not None and len(marks[chain]):
+        it, sec = marks[chain][:, 0], marks[chain][:, 1]
         ts = t_w + t_tr + np.interp(np.arange(1, ns + 1), np.r_[0.0, it], np.r_[0.0, sec])
     else:
         ts = t_w + t_tr + t_s * np.arange(1, ns + 1) / ns
-    return np.concatenate([res.warmup_draws[0], res.draws[0]]), np.concatenate([tw, ts])
+    return (np.concatenate([res.warmup_draws[chain], res.draws[chain]]),
+            np.concatenate([tw, ts]))
 
 
-def rem_at(res, budget, burn_in, truth):
-    """(number of post-burn-in states done at `budget` s, their REM or None, run end time)."""
+def rem_curve(res, budgets, burn_in, truth_mean, norm="l2"):
+    """[(states used, REM or None, reached, error scale)] at each budget: the
+    running mean of the states after ``burn_in`` that are done by the budget;
+    ``reached`` is False when the run ended before the budget (REM then None);
+    the error scale is sqrt(sum_i MCSE_i^2) of that mean (MCSE from the bulk
+    ESS of the states used; NaN under 8 states), the expected size of its L2
+    error."""
     draws, clock = chain_clock(res)
-    k = int(np.searchsorted(clock, budget, side="right"))      # states done by `budget`
-    used = draws[burn_in:k]
-    rem = fs.diagnostics.relative_error_mean(used, truth) if len(used) else None
-    return len(used), rem, float(clock[-1])
+    csum = np.cumsum(draws[burn_in:], axis=0)
+    out = []
+    for b in budgets:
+        k = int(np.searchsorted(clock, b, side="right"))
+        n = k - burn_in
+        if b > clock[-1]:
+            out.append((n, None, False, math.nan))
+        elif n < 1:
+            out.append((0, None, True, math.nan))
+        else:
+            scale = math.nan
+            if n >= 8:
+                se = fs.diagnostics.mcse_mean(draws[burn_in:k][None])
+                scale = float(np.sqrt(np.nansum(np.asarray(se) ** 2)))
+            out.append((n, fs.diagnostics.relative_error_mean(csum[n - 1][None] / n, truth_mean,
+                                                              norm=norm), True, scale))
+    return out
+
+
+def band(values):
+    """(median, 5 %, 95 %) of the values (NaN when there are none)."""
+    v = np.asarray([x for x in values if x is not None], dtype=float)
+    if v.size == 0:
+        return (math.nan,) * 3
+    return float(np.median(v)), float(np.quantile(v, 0.05)), float(np.quantile(v, 0.95))
+
+
+def fmt(x):
+    return "-" if x is None or not math.isfinite(x) else f"{x:.2e}"
+
+
+def pilot_cost(run, n, min_seconds=0.3):
+    """(seconds before sampling, seconds per sampling iteration) from
+    ``run(n)``, rerun with more draws while its sampling took under
+    ``min_seconds`` (a short pilot's fixed overheads inflate its cost)."""
+    while True:
+        res = run(n)
+        t = float(res.timings["sample"])
+        if t >= min_seconds or n >= 200000:
+            pre = float(res.timings.get("warmup", 0.0)) + float(res.timings.get("train", 0.0))
+            return pre, t / n
+        n = int(n * min(max(2 * min_seconds / max(t, 1e-3), 2.0), 20.0))
+
+
+def size_runs(pre, per, bmax, margin=1.5):
+    """Draws needed after ``pre`` seconds of exploration (and training) for the
+    clock to pass ``bmax`` at ``per`` seconds an iteration, with a margin."""
+    return int(margin * max(bmax - pre, 0.0) / max(per, 1e-9)) + 50
+
+
+# -- one problem ---------------------------------------------------------------------------
+def run_problem(name, args):
+    cfg = settings(name, args)
+    budgets = tuple(sorted(cfg["budgets"]))
+    bmax = budgets[-1]
+    model, q0, desc, key = make_problem(name, args)
+    truth, src = load_or_run_truth(name, model, q0, key, cfg, cfg["truth"])
+    floor = truth_floor(truth)
+    explore = cfg["explore"]
+    burn_in = int(0.2 * explore)
+    # pilot: HMC's cost per iteration from the MAP
+    c_hmc = pilot_cost(lambda n: hmc_sampler(model, cfg).sample(
+        n, 0, chains=1, seed=args.seed + 1, init=q0, progress=False), 100)[1]
+    # and RNS-HMC's: exploration + training, then as many draws (seed + 1, not kept)
+    pre_rns, c_rns = pilot_cost(lambda n: rns_sampler(model, cfg).sample(
+        n, explore, chains=1, seed=args.seed + 1, init=q0, progress=False), explore)
+    curves = {"HMC": [], "RNS-HMC": []}
+    stats = {"HMC": [], "RNS-HMC": []}
+    for r in range(args.chains):
+        seed = args.seed + SEED_STRIDE * r
+        kw = dict(chains=1, seed=seed, init=q0, progress=False)
+        n_h = size_runs(explore * c_hmc, c_hmc, bmax)
+        log(f"  [{name}] chain {r + 1}/{args.chains}: HMC {explore} + {n_h} ...")
+        h = hmc_sampler(model, cfg).sample(n_h, explore, **kw)
+        c_hmc = (float(h.timings["warmup"]) + float(h.timings["sample"])) / (explore + n_h)
+        # a larger margin for RNS-HMC: its cheap draws make the overshoot cheap, and its
+        # exploration and training times vary with the load
+        n_r = size_runs(pre_rns, c_rns, bmax, margin=1.8)
+        log(f"  [{name}] chain {r + 1}/{args.chains}: RNS-HMC {explore} + {n_r} ...")
+        s = rns_sampler(model, cfg).sample(n_r, explore, **kw)
+        pre_rns = float(s.timings.get("warmup", 0.0)) + float(s.timings.get("train", 0.0))
+        c_rns = float(s.timings["sample"]) / n_r
+        for m, res in (("HMC", h), ("RNS-HMC", s)):
+            curves[m].append(rem_curve(res, budgets, burn_in, truth["mean"], norm=args.rem))
+            stats[m].append(dict(acc=float(np.mean(res.stats["accept_prob"])),
+                                 per=float(res.timings["sample"]) / res.n_draws,
+                                 pre=float(res.timings.get("warmup", 0.0))
+                                 + float(res.timings.get("train", 0.0)),
+                                 train=float(res.timings.get("train", 0.0))))
+    rows = []
+    for j, b in enumerate(budgets):
+        row = [f"{b:g}"]
+        reach = []
+        for m in ("HMC", "RNS-HMC"):
+            vals = [c[j][1] for c in curves[m]]
+            med, lo, hi = band(vals)
+            row += [fmt(med), fmt(lo), fmt(hi)]
+            reach.append(sum(v is not None for v in vals))
+        medh, medr = band([c[j][1] for c in curves["HMC"]])[0], \
+            band([c[j][1] for c in curves["RNS-HMC"]])[0]
+        lower = ("-" if not (math.isfinite(medh) and math.isfinite(medr))
+                 else "equal" if medh == medr else "RNS-HMC" if medr < medh else "HMC")
+        row += [f"{reach[0]} / {reach[1]}", lower]
+        rows.append(row)
+
+    def med(m, k):
+        return float(np.median([x[k] for x in stats[m]]))
+
+    norm_txt = ("||mean - truth||_2 / ||truth||_2" if args.rem == "l2"
+                else "sum |mean - truth| / sum |truth| (L1)")
+    lines = [f"### {name}", "", f"- {desc}",
+             f"- s = {cfg['n_hidden']}, step {cfg['step_size']}, L = {cfg['n_steps']} (drawn from "
+             f"1..L), {explore} exact exploration / burn-in iterations from the MAP, REM over the "
+             f"states after the first {burn_in}; {args.chains} independent chains per method",
+             f"- truth: posterior mean of {truth['n_iter']} exact-HMC draws ({src}); its own "
+             f"error is about REM {floor:.1e}",
+             f"- HMC: acceptance {med('HMC', 'acc'):.2f}, {med('HMC', 'per') * 1e3:.2f} ms/iter "
+             f"(medians over chains); RNS-HMC: acceptance {med('RNS-HMC', 'acc'):.2f}, "
+             f"{med('RNS-HMC', 'per') * 1e3:.2f} ms/iter, exploration + training "
+             f"{med('RNS-HMC', 'pre'):.1f} s (training {med('RNS-HMC', 'train'):.1f} s)",
+             "",
+             f"REM = {norm_txt} of the running posterior mean at each wall-time budget "
+             f"(exploration and training included): median and 5 % / 95 % quantiles over "
+             f"chains.", "",
+             markdown_table(["budget s", "HMC median", "HMC 5 %", "HMC 95 %", "RNS-HMC median",
+                             "RNS-HMC 5 %", "RNS-HMC 95 %", "chains (HMC / RNS)", "lower median"],
+                            rows)]
+    return "\n".join(lines), dict(curves=curves, budgets=budgets, floor=floor, truth=truth)
 
 
 def options(ap):
     """Add this table's own options (defaults: the settings described above) to ``ap``."""
-    ap.add_argument("--problems", nargs="+", default=["sim", "bank", "a9a", "pde"],
-                    choices=["sim", "bank", "a9a", "pde"])
-    ap.add_argument("--rem", choices=("l2", "l1"), default="l2",
-                    help="REM norm: l2 (the RNS-HMC paper's, default) or l1 (sum |error| / "
-                         "sum |truth|, this table's norm before; with --problems sim and "
-                         "--rns-explore 0 the earlier tables' numbers)")
-    ap.add_argument("--cache", metavar="FILE",
-                    help="ground-truth .npz of the simulated problem (default: under cache_dir())")
-    ap.add_argument("--truth-iter", type=int, help="exact-HMC iterations of the truth run "
-                    "(default: rns-fig7's per problem, quick 3000; a longer cached run is reused)")
+    ap.add_argument("--problems", nargs="+", default=list(ORDER), choices=ORDER)
+    ap.add_argument("--chains", type=int, default=10, help="independent chains per method (R)")
     ap.add_argument("--budgets", type=float, nargs="+",
-                    help="wall-time budgets in seconds (default 10 20 40 80)")
-    ap.add_argument("--n-hidden", type=int, help="s of ARNS-HMC and RNS-HMC (default: the "
-                    "paper's per problem, quick 500)")
-    ap.add_argument("--n-start", type=int, default=200, help="exploration states ARNS starts from")
-    ap.add_argument("--explore", type=int, default=500,
-                    help="exact exploration / burn-in iterations (HMC and ARNS-HMC)")
-    ap.add_argument("--rns-explore", type=int, default=2000,
-                    help="exact exploration iterations of RNS-HMC, whose network is trained "
-                         "once on the states after the first 20 %% (0: no RNS-HMC curve)")
-    ap.add_argument("--burn-in", type=int, default=300,
-                    help="first states of every chain left out of the REM")
-    ap.add_argument("--window", type=int, default=250)
-    ap.add_argument("--acc-iters", type=int, default=3000,
-                    help="the acceptance bar: ARNS within 90 %% of HMC's within this many "
-                         "iterations (ARNS runs at least this long)")
-    ap.add_argument("--update-every", type=int, default=10,
-                    help="ARNS iterations per online update chunk")
-    ap.add_argument("--max-points", type=int, default=None,
-                    help="ARNS: stop the online updates after this many points (default: never)")
-    ap.add_argument("--step", type=float, help="step size (default: the paper's per problem)")
-    ap.add_argument("--n-steps", type=int, help="L (default: the paper's per problem)")
+                    help="wall-time budgets in seconds (default: per problem, see --help text)")
+    ap.add_argument("--explore", type=int, help="exact exploration / burn-in iterations "
+                    "(default 2000; quick 400)")
+    ap.add_argument("--n-hidden", type=int, help="s (default: the paper's, per problem)")
+    ap.add_argument("--truth-iter", type=int, help="exact-HMC iterations of the truth run "
+                    "(default per problem; a longer cached run is reused)")
+    ap.add_argument("--rem", choices=("l2", "l1"), default="l2",
+                    help="REM norm: l2 (the RNS-HMC paper's) or l1 (the VHMC paper's)")
     ap.add_argument("--n-obs", type=int, default=100000, help="sim: N")
     ap.add_argument("--dim", type=int, default=50, help="sim: d")
+    ap.add_argument("--data-seed", type=int, default=1, help="sim: data seed")
     ap.add_argument("--n-mesh", type=int, default=30, help="pde: mesh cells per side")
-    ap.add_argument("--n-modes", type=int, default=20, help="pde: Karhunen-Loeve modes")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--data-seed", type=int, default=1)
+    ap.add_argument("--n-modes", type=int, default=20, help="pde: Karhunen-Loeve modes (d)")
+    ap.add_argument("--threads", type=int, default=2, help="data-sum threads (logistic)")
     ap.add_argument("--seed", type=int, default=2017)
-    ap.add_argument("--replicates", type=int, default=1,
-                    help="independent (HMC, RNS-HMC, ARNS-HMC) triples for the REM table (seeds "
-                         "seed + 7919 r; medians over them); the acceptance table shows the first")
-
-
-def _problem_args(name, args):
-    """A copy of ``args`` with this problem's settings filled in."""
-    cfg = PROBLEMS[name]
-    a = argparse.Namespace(**vars(args))
-    a.step = args.step if args.step is not None else cfg["step_size"]
-    a.n_steps = args.n_steps if args.n_steps is not None else cfg["n_steps"]
-    a.n_hidden = args.n_hidden or (500 if args.quick else cfg["n_hidden"])
-    a.arns_options = ARNS.get(name, {})
-    a.rns_options = cfg.get("surrogate", {})
-    return a
-
-
-def make_rns(model, args):
-    return fs.RNSHMC(model, guard=None, training="states", n_hidden=args.n_hidden,
-                     step_size=args.step, n_steps=args.n_steps, random_n_steps=True,
-                     metric="unit", adapt=False, **args.rns_options)
-
-
-def _rem(res, budget, burn_in, truth, norm):
-    """(states used, REM or None, run end time) at ``budget`` s, in the given norm."""
-    draws, clock = chain_clock(res)
-    k = int(np.searchsorted(clock, budget, side="right"))
-    used = draws[burn_in:k]
-    rem = fs.diagnostics.relative_error_mean(used, truth, norm=norm) if len(used) else None
-    return len(used), rem, float(clock[-1])
-
-
-
-def _options_text(options):
-    """", k=v, ..." of a sampler's extra options for the report ("" for none)."""
-    return ", " + ", ".join(f"{k}={v}" for k, v in options.items()) if options else ""
-
-def _one_problem(name, args, budgets):
-    """The report section of one problem: truth, pilots, the runs, tables (a) and (b)."""
-    t_start = time.perf_counter()
-    args = _problem_args(name, args)
-    model, q0, desc, key = f7.make_problem(name, args)
-    # the simulated problem starts at beta = 0 (this table's earlier setting); the others at
-    # the MAP, as rns-table1
-    init = np.zeros(model.dim) if name == "sim" else q0
-    truth, truth_src, floor = _truth(name, model, init, key, args)
-    runs = _runs(name, model, init, args, budgets[-1], truth["mean"])
-    acc = _acceptance(runs[0], args)
-    rem_rows, wins = _rem_table(runs, budgets, args, truth["mean"])
-    L = (_settings_lines(name, desc, args, runs, truth, truth_src, floor, t_start)
-         + _acceptance_lines(name, args, acc)
-         + _rem_lines(name, args, budgets, len(runs), rem_rows, wins, floor))
-    return "\n".join(L)
-
-
-def _truth(name, model, init, key, args):
-    """(truth, where it came from, its Monte Carlo floor in REM units): the
-    posterior mean of a long exact-HMC run, cached."""
-    cfg = dict(step_size=args.step, n_steps=args.n_steps)
-    n_truth = args.truth_iter or (3000 if args.quick else f7.PROBLEMS[name]["truth"])
-    if args.cache and name == "sim":
-        truth, truth_src = load_or_run_truth(model, args, n_truth)
-    else:
-        truth, truth_src = f7.load_or_run_truth(name, model, init, key, cfg, n_truth,
-                                                seed=args.seed)
-    tmean = truth["mean"]
-    mcse = np.asarray(truth["mcse"])
-    floor = (math.sqrt(2 / math.pi) * float(np.sum(mcse)) / float(np.sum(np.abs(tmean)))
-             if args.rem == "l1" else float(np.sqrt(np.sum(mcse ** 2)) / np.linalg.norm(tmean)))
-    return truth, truth_src, floor
-
-
-def _run_lengths(name, model, args, bmax, tmean, run_kw):
-    """(HMC, RNS-HMC, ARNS-HMC) draws that fill the largest budget ``bmax``
-    twice over, from short pilots (rerun longer while a pilot's sampling is
-    too short to time, see rns-fig7's pilot_cost)."""
-    log(f"  [{name}] pilots ...")
-    c_hmc = f7.pilot_cost(lambda n: make_hmc(model, args).sample(
-        n, 0, chains=1, seed=args.seed + 1, init=tmean, progress=False), 300)[1]
-    pre_arns, c_arns = f7.pilot_cost(lambda n: make_arns(model, args).sample(
-        n, args.explore, **run_kw), 250)
-    if args.max_points:
-        fixed = argparse.Namespace(**{**vars(args), "max_points": args.n_start})
-        c_arns = min(c_arns, f7.pilot_cost(lambda n: make_arns(model, fixed).sample(
-            n, args.explore, **run_kw), 250)[1])
-    n_hmc = max(int(2.0 * max(bmax - args.explore * c_hmc, 0) / c_hmc) + 100, 1000)
-    n_arns = max(int(2.0 * max(bmax - pre_arns, 0) / c_arns) + 100, args.acc_iters + args.window)
-    n_rns = 0
-    if args.rns_explore > 0:
-        pre_rns, c_rns = f7.pilot_cost(lambda n: make_rns(model, args).sample(
-            n, args.rns_explore, **dict(run_kw, seed=args.seed + 1)), args.rns_explore)
-        n_rns = int(2.0 * max(bmax - pre_rns, 0) / c_rns) + 100
-    return n_hmc, n_rns, n_arns
-
-
-def _runs(name, model, init, args, bmax, tmean):
-    """[(HMC, RNS-HMC or None, ARNS-HMC)] Results, one triple per replicate."""
-    run_kw = dict(chains=1, seed=args.seed, init=init, progress=False)
-    n_hmc, n_rns, n_arns = _run_lengths(name, model, args, bmax, tmean, run_kw)
-
-    def triple(seed):
-        kw = dict(run_kw, seed=seed)
-        h = make_hmc(model, args).sample(n_hmc, args.explore, **kw)
-        r = (make_rns(model, args).sample(n_rns, args.rns_explore, **kw)
-             if args.rns_explore > 0 else None)
-        a = make_arns(model, args).sample(n_arns, args.explore, **kw)
-        return h, r, a
-
-    log(f"  [{name}] HMC {args.explore} + {n_hmc}, RNS-HMC {args.rns_explore} + {n_rns}, "
-        f"ARNS-HMC {args.explore} + {n_arns} ...")
-    runs = [triple(args.seed)]
-    for r in range(1, args.replicates):
-        log(f"  [{name}] replicate {r}, seed {args.seed + 7919 * r} ...")
-        runs.append(triple(args.seed + 7919 * r))
-    return runs
-
-
-def _acceptance(triple, args):
-    """Table (a) of the first replicate: a dict with the rows (windows of
-    ``args.window`` iterations, then blocks of 8 windows, then all), HMC's
-    mean acceptance, the end of the first window where ARNS reaches 90 % of
-    it (or None), the number of windows and whether the bar is met."""
-    hmc, rns, arns = triple
-    a_h = hmc.stats["accept_prob"][0]
-    a_a = arns.stats["accept_prob"][0]
-    a_r = rns.stats["accept_prob"][0] if rns is not None else np.empty(0)
-    acc_h = float(a_h.mean())
-    w = args.window
-    n_win = len(a_a) // w
-    first = None
-    win_rows = []
-
-    def wmean(a, lo, hi):
-        return format(float(a[lo:hi].mean()), ".3f") if hi <= len(a) else "-"
-
-    for k in range(n_win):
-        ma = float(a_a[k * w:(k + 1) * w].mean())
-        if first is None and ma >= 0.9 * acc_h:
-            first = (k + 1) * w
-        win_rows.append((k * w, (k + 1) * w))
-    shown = min(n_win, max(16, math.ceil(args.acc_iters / w) + 4))
-    rows = [[f"{lo + 1}-{hi}", wmean(a_a, lo, hi), wmean(a_r, lo, hi), wmean(a_h, lo, hi)]
-            for lo, hi in win_rows[:shown]]
-    block = 8 * w
-    for lo in range(shown * w, n_win * w, block):
-        hi = min(lo + block, n_win * w)
-        rows.append([f"{lo + 1}-{hi} (mean)", format(float(a_a[lo:hi].mean()), ".3f"),
-                     format(float(a_r[lo:hi].mean()), ".3f") if len(a_r[lo:hi]) else "-",
-                     format(float(a_h[lo:hi].mean()), ".3f") if len(a_h[lo:hi]) else "-"])
-    rows.append(["all (mean)", f"{float(a_a.mean()):.3f}",
-                 f"{float(a_r.mean()):.3f}" if len(a_r) else "-", f"{acc_h:.3f}"])
-    return dict(rows=rows, acc_h=acc_h, first=first, n_win=n_win,
-                bar=first is not None and first <= args.acc_iters)
-
-
-def _rem_table(runs, budgets, args, tmean):
-    """Table (b): one row per budget (medians over the replicates, the
-    lowest, the first replicate's states), and per budget whether ARNS's
-    REM is below HMC's."""
-    rem_rows, wins = [], []
-    for b in budgets:
-        cells, meds = [], []
-        for j in range(3):
-            vals = [_rem(t[j], b, args.burn_in, tmean, args.rem) for t in runs
-                    if t[j] is not None]
-            ok = [v[1] for v in vals if v[1] is not None and b <= v[2]]
-            med = float(np.median(ok)) if ok else None
-            meds.append(med)
-            if not vals:
-                cells.append("-")
-            elif med is None:
-                cells.append(f"- (run ended at {min(v[2] for v in vals):.1f} s)")
-            else:
-                cells.append(f"{med:.4f}" + (f" ({len(ok)} of {len(vals)})"
-                                               if len(ok) < len(vals) else ""))
-        named = [(m, v) for m, v in zip(("HMC", "RNS-HMC", "ARNS"), meds) if v is not None]
-        lowest = "-" if not named else min(named, key=lambda x: x[1])[0]
-        if len(named) > 1 and len({v for _, v in named}) == 1:
-            lowest = "equal (same states)"
-        h0, a0 = meds[0], meds[2]
-        wins.append(h0 is not None and a0 is not None and a0 < h0)
-        nstates = " / ".join(str(_rem(t, b, args.burn_in, tmean, args.rem)[0])
-                             if t is not None else "-" for t in runs[0])
-        rem_rows.append([f"{b:g}", *cells, lowest, nstates])
-    return rem_rows, wins
-
-
-def _settings_lines(name, desc, args, runs, truth, truth_src, floor, t_start):
-    """The section's heading and the bullets that say what ran and how long it took."""
-    hmc, rns, arns = runs[0]
-    a_r = rns.stats["accept_prob"][0] if rns is not None else np.empty(0)
-    same_explore = bool(np.array_equal(hmc.warmup_draws, arns.warmup_draws))
-    pre_h, per_h = phase_times(hmc)
-    pre_a, per_a = phase_times(arns)
-    return [
-        f"### {name}", "",
-        f"- data: {desc}; step {args.step}, L = {args.n_steps} (steps uniform on 1..L), identity "
-        f"metric, adapt=False; start at {'beta = 0' if name == 'sim' else 'the MAP'}; seed "
-        f"{args.seed}",
-        f"- ARNS-HMC: n_start = {args.n_start}, n_hidden = {args.n_hidden} (softplus"
-        + _options_text(args.arns_options)
-        + f"), exploration = {args.explore} exact iterations (HMC uses the same "
-        f"{args.explore} as burn-in; the two exploration chains are "
-        f"{'identical' if same_explore else 'NOT identical'}), update_every = "
-        f"{args.update_every}, switch probability t^-0.5, online updates "
-        + (f"stop after {args.max_points} points (at iteration "
-           f"{arns.info['adaptation_stopped'][0]})" if args.max_points else "for the whole run"),
-        (f"- RNS-HMC (Algorithm 3, no guard): {args.rns_explore} exact "
-         f"exploration iterations, the network (s = {args.n_hidden}"
-         + _options_text(args.rns_options)
-         + f") trained once on the states after the first 20 %: exploration "
-         f"{rns.timings.get('warmup', 0):.2f} s + training {rns.timings.get('train', 0):.2f} s, "
-         f"{rns.n_draws} draws at {phase_times(rns)[1] * 1e3:.2f} ms/iter, acceptance "
-         f"{float(a_r.mean()):.3f}") if rns is not None else "- RNS-HMC: not run (--rns-explore 0)",
-        f"- truth: posterior mean of {int(truth['n_iter'])} exact-HMC iterations ({truth_src}); "
-        f"its own Monte Carlo error is about REM {floor:.2g}",
-        f"- exact HMC: exploration {pre_h:.2f} s, {hmc.n_draws} draws at {per_h * 1e3:.2f} "
-        f"ms/iter, acceptance {float(hmc.stats['accept_prob'][0].mean()):.3f}",
-        f"- ARNS-HMC: exploration {arns.timings.get('warmup', 0):.2f} s + training "
-        f"{arns.timings.get('train', 0):.2f} s, {arns.n_draws} draws at {per_a * 1e3:.2f} "
-        f"ms/iter, acceptance {float(arns.stats['accept_prob'][0].mean()):.3f}, "
-        f"{len(arns.info['switch_iterations'][0])} surrogate switches, "
-        f"{arns.info['batch_resolves'][0]} batch re-solves",
-        f"- {time.perf_counter() - t_start:.0f} s for this problem",
-        ""]
-
-
-def _acceptance_lines(name, args, acc):
-    """Subsection (a): the acceptance table and its bar."""
-    w, first, acc_h = args.window, acc["first"], acc["acc_h"]
-    return [
-        f"#### {name} (a): acceptance", "",
-        f"Mean acceptance probability in windows of {w} iterations after the exploration "
-        "(later: means over blocks of 8 windows).", "",
-        markdown_table(["iterations", "ARNS-HMC", "RNS-HMC", "exact HMC"], acc["rows"]), "",
-        f"First window with ARNS acceptance >= 90% of HMC's mean ({0.9 * acc_h:.3f}): "
-        + (f"iterations {first - w + 1}-{first}" if first
-           else f"none in {acc['n_win'] * w} iterations")
-        + f".  Bar (within {args.acc_iters} iterations): {'MET' if acc['bar'] else 'NOT MET'}.",
-        ""]
-
-
-def _rem_lines(name, args, budgets, n_runs, rem_rows, wins, floor):
-    """Subsection (b): the REM table at fixed wall time and its bar."""
-    norm_txt = ("||mean - truth||_2 / ||truth||_2 (L2, the RNS-HMC paper's)" if args.rem == "l2"
-                else "sum |mean - truth| / sum |truth| (L1)")
-    return [
-        f"#### {name} (b): REM at fixed wall time", "",
-        f"REM = {norm_txt} of all states after the first {args.burn_in} of each chain "
-        "(exploration states included) done when the wall clock reaches the budget; elapsed "
-        "time includes exploration and training, mapped linearly within each phase from the "
-        "per-phase timings (ARNS: within each chunk, from the clock marks it records)"
-        + (f"; medians over {n_runs} independent replicates (cells say how many reached "
-           "the budget when not all did); states: the first replicate's" if n_runs > 1
-           else "") + ".", "",
-        markdown_table(["budget s", "HMC REM", "RNS-HMC REM", "ARNS REM", "lowest",
-                        "states (HMC / RNS / ARNS)"], rem_rows), "",
-        "Bar (ARNS REM below HMC's at a fixed budget): "
-        + ("MET at " + ", ".join(f"{b:g} s" for b, ok in zip(budgets, wins) if ok)
-           if any(wins) else "NOT MET at any budget")
-        + f".  Truth error floor ~{floor:.2g}."]
 
 
 def reproduce(args):
     """Run the experiment with the options in ``args`` (plus ``args.quick``); return the Markdown report."""
-    budgets = sorted(args.budgets or ([5.0, 10.0] if args.quick else [10.0, 20.0, 40.0, 80.0]))
-    if args.explore < args.n_start:
-        raise ValueError("--explore must be >= --n-start")
-    if not 0 <= args.burn_in <= args.explore:
-        raise ValueError("--burn-in must be between 0 and --explore")
-    if args.rns_explore and args.rns_explore < args.burn_in:
-        raise ValueError("--rns-explore must be 0 or >= --burn-in")
-    if args.replicates < 1:
-        raise ValueError("--replicates must be >= 1")
+    if args.chains < 1:
+        raise ValueError("--chains must be >= 1")
+    if args.budgets and min(args.budgets) <= 0:
+        raise ValueError("--budgets must be positive")
     parts = problems_report(
-        ["\n".join(machine_lines())], args.problems,
-        lambda name: _one_problem(name, args, budgets), missing_data,
-        "--quick: a smoke run (see the table's options for what it shortens); the full command "
-        "runs the four problems at the paper's sizes." if getattr(args, "quick", False) else None)
-    return "\n\n".join(parts) + "\n"
+        [f"{machine_line()}; load average at start "
+         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}"],
+        args.problems, lambda name: run_problem(name, args)[0], missing_data,
+        "--quick: the PDE only, on a coarse mesh, with few short chains: a smoke run; the full "
+        "command runs all four problems at the paper's sizes."
+        if getattr(args, "quick", False) else None)
+    return "\n\n".join(parts)
