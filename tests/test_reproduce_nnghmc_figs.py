@@ -20,7 +20,7 @@ def _lead(cell):
 
 def test_every_figure_is_registered_in_paper_order():
     names = [n for n in TABLES if n.startswith("nnghmc-fig")]
-    assert names[:2] == ["nnghmc-fig2", "nnghmc-fig3"]
+    assert names[:4] == ["nnghmc-fig2", "nnghmc-fig3", "nnghmc-fig4", "nnghmc-fig5"]
     assert names == sorted(names, key=lambda n: int(n.split("fig")[1]))
 
 
@@ -81,3 +81,40 @@ def test_fig3_tiny_run(tmp_path):
     assert _rows(text, "exact")[0][-1] == "n/a (the paper gives no number)"
     pytest.importorskip("matplotlib")
     assert (tmp_path / "nnghmc-fig3.png").exists()
+
+
+def test_fig4_prior_swap_tiny_run(tmp_path):
+    text = run_table("nnghmc-fig4", ["--n-obs", "1000", "--dim", "25", "--n-draws", "150",
+                                     "--n-record", "25", "--burn-in", "10", "--threads", "1"],
+                     out=str(tmp_path))
+    acc = {r[0] + " @ " + r[1]: float(r[2]) for r in _rows(text, "HMC")
+           + _rows(text, "NNgHMC") + _rows(text, "NNgHMC: old network + prior swap")
+           + _rows(text, "NNgHMC: old network, no swap (control)")}
+    assert len(acc) == 5 and all(0.0 <= a <= 1.0 for a in acc.values())
+    swap = acc["NNgHMC: old network + prior swap @ 0.1"]
+    assert swap > 0.5 and abs(swap - acc["HMC @ 0.1"]) < 0.25
+    coef = [line.strip().strip("|").split("|") for line in text.splitlines()
+            if line.startswith("| beta_")]
+    assert len(coef) == 4
+    for row in coef:
+        z = [float(c.split("(")[1].rstrip(") ")) for c in (row[2], row[4])]
+        assert np.all(np.isfinite(z))
+    hmc_old = _rows(text, "HMC")[0]
+    assert hmc_old[1] == "10" and hmc_old[-1].startswith("~0.8")
+    pytest.importorskip("matplotlib")
+    assert (tmp_path / "nnghmc-fig4.png").exists()
+
+
+def test_fig5_block_network_tiny_run(tmp_path):
+    text = run_table("nnghmc-fig5", ["--n-obs", "500", "--burn-in", "5", "--n-record", "12",
+                                     "--epochs", "3", "--threads", "1"], out=str(tmp_path))
+    rows = {name: _rows(text, name)[0] for name in ("single small", "single large", "block")}
+    # the weight counts are Remark 1's, and the paper's column says so
+    for name, count in (("single small", "80,000"), ("single large", "160,000"),
+                        ("block", "90,000")):
+        assert rows[name][2] == count and rows[name][-1].startswith(count)
+        losses = [float(x) for x in rows[name][3].split("/")]
+        assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]     # it learns
+        assert np.isfinite(float(rows[name][4]))
+    pytest.importorskip("matplotlib")
+    assert (tmp_path / "nnghmc-fig5.png").exists()

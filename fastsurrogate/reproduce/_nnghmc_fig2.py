@@ -46,7 +46,7 @@ import numpy as np
 
 import fastsurrogate as fs
 from fastsurrogate.surrogates import fit_gradient_network
-from ._nnghmc_figs import NO_NUMBER, fmt_z, moment_z, relative_errors, write_png
+from ._nnghmc_figs import NO_NUMBER, finish, fmt_z, moment_z, relative_errors, write_png
 from ._report import log, machine_line, markdown_table
 
 PAPER_ACCEPTANCE = {"HMC": "0.58", "NNgHMC": "0.57"}
@@ -158,7 +158,8 @@ def run(target, args):
     net = fit_gradient_network(Q, target.u_and_grad(Q)[1], n_hidden=args.n_hidden,
                                seed=args.seed)
     log(f"  NNgHMC: {args.n_draws} draws driven by the network ...")
-    runs["NNgHMC"] = fs.sample(model, method="nnghmc", surrogate=net, **hmc)
+    runs["NNgHMC"] = fs.sample(model, method="nnghmc", surrogate=net,
+                               **dict(hmc, seed=args.seed + 1))
     return runs, net
 
 
@@ -245,10 +246,7 @@ def reproduce(args):
         log(f"  A, B, C = {args.abc[i:i + 3]}")
         name = "nnghmc-fig2.png" if i == 0 else f"nnghmc-fig2-{i // 3 + 1}.png"
         lines += [""] + one_setting(target, args, name, i == 0)
-    lines.append(f"\n({time.perf_counter() - t0:.0f} s in all)")
-    text = "\n".join(lines)
-    log(text)
-    return text
+    return finish(lines, None, t0)
 
 
 def _box(target):

@@ -35,7 +35,7 @@ import numpy as np
 
 import fastsurrogate as fs
 from fastsurrogate.diagnostics import ess_bulk
-from ._nnghmc_figs import NO_NUMBER, fmt_z, moment_z, one_training, write_png
+from ._nnghmc_figs import NO_NUMBER, finish, fmt_z, moment_z, one_training, write_png
 from ._report import log, machine_line, markdown_table
 
 PAPER_ACCEPTANCE = {"HMC": "~0.7", "NNgHMC": "~0.5"}
@@ -73,7 +73,7 @@ def run(args):
                              progress=False, **hmc)}
     log(f"  NNgHMC: {args.burn_in} burn-in, {args.n_record} recorded, training, "
         f"{args.n_draws} draws ...")
-    runs["NNgHMC"] = one_training(model, args.n_record, args.n_draws, init, args.seed,
+    runs["NNgHMC"] = one_training(model, args.n_record, args.n_draws, init, args.seed + 1,
                                   args.n_hidden, burn_in=args.burn_in, **hmc)
     return var, runs
 
@@ -118,12 +118,7 @@ def reproduce(args):
     png = write_png(getattr(args, "out_dir", None), "nnghmc-fig3.png",
                     lambda axes: draw(axes, var, runs), shape=(2, 1), size=(6.0, 3.0),
                     title="NNgHMC paper, Figure 3: q1 (variance 0.1) against q30 (1000)")
-    if png:
-        lines += ["", png]
-    lines.append(f"\n({time.perf_counter() - t0:.0f} s in all)")
-    text = "\n".join(lines)
-    log(text)
-    return text
+    return finish(lines, png, t0)
 
 
 def draw(axes, var, runs):

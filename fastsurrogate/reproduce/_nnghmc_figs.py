@@ -2,13 +2,16 @@
 the paper-column text, z-scores against a reference, a NNgHMC run with the
 paper's one-off training (no trial-and-retrain schedule), and PNG output."""
 import os
+import time
 
 import numpy as np
 
 import fastsurrogate as fs
 from fastsurrogate.diagnostics import mcse_mean, mcse_sd
+from ._report import log
 
-__all__ = ["NO_NUMBER", "fmt_z", "moment_z", "one_training", "relative_errors", "write_png"]
+__all__ = ["NO_NUMBER", "fmt_z", "moment_z", "one_training", "relative_errors", "write_png",
+           "finish"]
 
 #: the "paper" cell of a row whose figure the paper gives no number for
 NO_NUMBER = "n/a (the paper gives no number)"
@@ -43,18 +46,20 @@ def moment_z(draws, mean=None, sd=None):
 
 
 def one_training(model, n_record, n_draws, init, seed, n_hidden, blocks=1, burn_in=0,
-                 **hmc):
+                 start="random", **hmc):
     """NNgHMC as the paper's experiments run it: exact HMC for ``burn_in``
     iterations (not recorded), then ``n_record`` iterations recording every
     leapfrog step's (q, grad U), one training on all of them, and
     ``n_draws`` draws driven by the network (a switch whatever the trial's
-    acceptance: ``switch_fraction=0``).  ``hmc``: step_size, n_steps,
-    random_n_steps.  Returns the :class:`fastsurrogate.Result`."""
+    acceptance: ``switch_fraction=0``).  ``start``: the training's initial
+    weights (``"random"``, the paper's, or the package's ``"affine"``);
+    ``hmc``: step_size, n_steps, random_n_steps and other options of
+    :class:`fastsurrogate.NNGHMC`.  Returns the :class:`fastsurrogate.Result`."""
     n_warmup = burn_in + n_record
     return fs.sample(model, method="nnghmc", n_draws=n_draws, n_warmup=n_warmup, chains=1,
                      seed=seed, init=init, burn_in=burn_in, train_start=n_warmup,
                      train_every=n_warmup, train_end=n_warmup, switch_fraction=0.0,
-                     n_hidden=n_hidden, blocks=blocks, start="random", metric="unit", adapt=False,
+                     n_hidden=n_hidden, blocks=blocks, start=start, metric="unit", adapt=False,
                      progress=False, **hmc)
 
 
@@ -87,3 +92,12 @@ def write_png(out_dir, name, draw, shape=(1, 1), size=(4.0, 3.5), title=None):
     fig.savefig(os.path.join(out_dir, name), dpi=100)
     plt.close(fig)
     return f"![{title or name}]({name})"
+
+
+def finish(lines, png, t0):
+    """The report: ``lines``, the PNG's image line (when one was written) and
+    the seconds since ``t0``, joined; logged to stderr and returned."""
+    text = "\n".join(list(lines) + (["", png] if png else [])
+                     + [f"\n({time.perf_counter() - t0:.0f} s in all)"])
+    log(text)
+    return text
