@@ -88,3 +88,17 @@ def test_the_stubs_match_the_compiled_signatures():
              for stub, name, params, runtime in declared
              if runtime is not None and params != runtime]
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_public_samplers_and_checks_are_annotated():
+    """Every parameter of the samplers' constructors and of the run checks has
+    a type hint (mypy checks them in CI; disallow_incomplete_defs)."""
+    from fastsurrogate.diagnostics import check_gradient, run_warnings
+    names = ["HMC", "NUTS", "RNSHMC", "ARNSHMC", "VHMC", "NNGHMC"]
+    targets = [getattr(fastsurrogate, n).__init__ for n in names] + [check_gradient, run_warnings]
+    bare = [f"{fn.__qualname__}({p.name})" for fn in targets
+            for p in inspect.signature(fn).parameters.values()
+            if p.name != "self" and p.annotation is inspect.Parameter.empty]
+    assert not bare, bare
+    assert all(inspect.signature(fn).return_annotation is not inspect.Parameter.empty
+               for fn in targets)

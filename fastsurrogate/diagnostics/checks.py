@@ -9,9 +9,18 @@ wrong in a finished run, in Stan's and ArviZ's tradition: R-hat above
 1.01, bulk or tail ESS below 100 per chain, divergences, trees that hit
 the maximum depth, chains that never moved.
 """
+from __future__ import annotations
+
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from .._typing import ArrayLike, SeedLike
+
+if TYPE_CHECKING:                     # annotations only (result imports this module)
+    from ..core._potential import Potential
+    from ..result import Result
 
 __all__ = ["GradientCheck", "check_gradient", "run_warnings", "GradientCheckError",
            "SamplingWarning", "check_gradient_before"]
@@ -118,8 +127,9 @@ def _unbounded(potential, points, rng):
     return bool(falls) and all(falls)
 
 
-def check_gradient(potential, q=None, *, n_points=3, n_directions=4, tol=1e-4, seed=0,
-                   radius=2.0):
+def check_gradient(potential: Potential, q: ArrayLike | None = None, *, n_points: int = 3,
+                   n_directions: int = 4, tol: float = 1e-4, seed: SeedLike = 0,
+                   radius: float = 2.0) -> GradientCheck:
     """Compare ``potential``'s gradient with finite differences of its value.
 
     Parameters
@@ -223,7 +233,8 @@ def check_gradient_before(potential):
                                  "details; warn=False skips this check)")
 
 
-def run_warnings(res, rhat_max=1.01, min_ess_per_chain=100, min_move=0.05):
+def run_warnings(res: Result, rhat_max: float = 1.01, min_ess_per_chain: float = 100,
+                 min_move: float = 0.05) -> list[str]:
     """What went wrong in a finished run: a list of sentences (empty when
     nothing did).  Stan's and ArviZ's checks: R-hat above ``rhat_max``, bulk
     or tail ESS below ``min_ess_per_chain`` times the chains, divergences,
@@ -232,7 +243,7 @@ def run_warnings(res, rhat_max=1.01, min_ess_per_chain=100, min_move=0.05):
     sentences in ``res.info["warnings"]``, such as VHMC's draws beyond its
     training points)."""
     from .mcmc import rhat, ess_bulk, ess_tail
-    out = []
+    out: list[str] = []
     draws = res.draws
     n_chains, n = draws.shape[0], draws.shape[1]
     if n < 4 or not np.all(np.isfinite(draws)):

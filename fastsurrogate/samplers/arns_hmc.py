@@ -27,10 +27,12 @@ stream, decides the switch (the per-iteration coins of Algorithm 4,
 collapsed to the block).
 """
 import time
+from typing import Any
 
 import numpy as np
 
 from ..core._blas_threads import blas_threads
+from ..core._potential import Potential
 from ..surrogates._online import OnlineLayerHook
 from ..surrogates.online import OnlineOutputLayer, centred_rows, set_output_weights
 from ..surrogates.random_network import train_random_network
@@ -41,6 +43,25 @@ from .surrogate_nuts import check_warmup_size, surrogate_nuts_warmup
 from ..surrogates.value_gradient import even_indices
 
 __all__ = ["ARNSHMC"]
+
+
+def _check_options(options: dict[str, Any]) -> str:
+    """Refuse RNS-HMC's options that ARNS-HMC has no use for; fill in its
+    defaults (no guard, training "auto") and return ``training``."""
+    if options.get("base") is not None:
+        raise ValueError("ARNS-HMC has no base option: its online trainer fits U itself")
+    refuse_options("ARNS-HMC", options, ("surrogate", "guard", "guard_window", "guard_action"),
+                   "each chain trains its own network online, from its exploration, and "
+                   "has no guard (its online updates follow the chain)")
+    if options.get("subspace") is not None:
+        raise ValueError("ARNS-HMC has no subspace option: its online trainer sees every "
+                         "coordinate")
+    options.setdefault("guard", None)
+    training = options.setdefault("training", "auto")
+    if training not in ("auto", "states", "trajectory"):
+        raise ValueError("ARNS-HMC's training must be 'auto', 'states' or 'trajectory', "
+                         f"got {training!r}")
+    return training
 
 
 class ARNSHMC(RNSHMC):
@@ -146,24 +167,12 @@ class ARNSHMC(RNSHMC):
     # the online output layer lives in a C hook of each chain: chains stay in this process
     remote_chains = False
 
-    def __init__(self, potential, *, n_start=200, update_every=10, exponent=0.5,
-                 online_ridge=None, resync_every=0, online_data="proposals", max_points=None,
-                 **options):
-        if options.get("base") is not None:
-            raise ValueError("ARNS-HMC has no base option: its online trainer fits U itself")
-        refuse_options("ARNS-HMC", options, ("surrogate", "guard", "guard_window",
-                                             "guard_action"),
-                       "each chain trains its own network online, from its exploration, and "
-                       "has no guard (its online updates follow the chain)")
-        options.setdefault("guard", None)
+    def __init__(self, potential: Potential, *, n_start: int = 200, update_every: int = 10,
+                 exponent: float = 0.5, online_ridge: float | None = None,
+                 resync_every: int = 0, online_data: str = "proposals",
+                 max_points: int | None = None, **options: Any) -> None:
         fit_defaulted = {k: k not in options for k in ("input_scale", "ridge")}
-        training = options.setdefault("training", "auto")
-        if training not in ("auto", "states", "trajectory"):
-            raise ValueError("ARNS-HMC's training must be 'auto', 'states' or 'trajectory', "
-                             f"got {training!r}")
-        if options.get("subspace") is not None:
-            raise ValueError("ARNS-HMC has no subspace option: its online trainer sees every "
-                             "coordinate")
+        training = _check_options(options)
         hidden_defaulted = check_int_or_auto("n_hidden", options.get("n_hidden", "auto")) == "auto"
         super().__init__(potential, **options)
         if self.transitions is not None and max_points is None:

@@ -96,7 +96,7 @@ class HMC(Sampler):
 
     method = "hmc"
     # the surrogate samplers train on their exact warm-up's rows: "fixed"
-    _warmup_ends = ("converged", "fixed")
+    _warmup_ends: tuple[str, ...] = ("converged", "fixed")
 
     def __init__(self, potential: Potential, *, step_size: float | None = None,
                  n_steps: int = 10, random_n_steps: bool = True,

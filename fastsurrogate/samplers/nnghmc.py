@@ -30,11 +30,12 @@ transitions of the chain and stay in ``result.warmup_draws``;
 ``result.info["warmup_stage"]`` says which stage each warm-up row belongs to.
 """
 import time
+from typing import Any, Callable
 
 import numpy as np
 
 from ..core._hmc import Chain
-from ..core._potential import RecordingPotential
+from ..core._potential import Potential, RecordingPotential
 from ..surrogates.gradient_network import affine_start_network, fit_gradient_network
 from ._chain import surrogate_seed
 from ._checks import check_int, check_potential, check_tree_depth
@@ -72,6 +73,15 @@ def _check_iterations(name, value):
     """Validate at construction time (the fraction is resolved in sample())."""
     _iterations(name, value, 1)
     return value
+
+
+def _check_fraction(name: str, value: float, upper: float = 1.0) -> float:
+    """``value`` as a float in [0, upper) (finite)."""
+    v = check_number(name, value)
+    if not (0.0 <= v < upper and np.isfinite(v)):
+        bound = f"in [0, {upper:g})" if np.isfinite(upper) else ">= 0 and finite"
+        raise ValueError(f"{name} must be {bound}, got {value!r}")
+    return v
 
 
 class NNGHMC(HMC):
@@ -177,12 +187,17 @@ class NNGHMC(HMC):
     # its chains hold the recording potential and trainer state: they stay in this process
     remote_chains = False
 
-    def __init__(self, potential, *, n_hidden=100, blocks=1, activation="softplus",
-                 holdout=0.1, burn_in=0.2, train_start=0.5, train_every=0.1, train_end=None,
-                 trial_length=50, switch_fraction=0.9, record_every=1, max_train=None,
-                 start="affine", warm_start=True, trainer=None, trainer_options=None,
-                 surrogate=None, explore="hmc", max_tree_depth=10, warmup="paper",
-                 **hmc_options):
+    def __init__(self, potential: Potential, *, n_hidden: int = 100, blocks: int = 1,
+                 activation: str = "softplus", holdout: float = 0.1, burn_in: float = 0.2,
+                 train_start: float = 0.5, train_every: float = 0.1,
+                 train_end: float | None = None, trial_length: int = 50,
+                 switch_fraction: float = 0.9, record_every: int = 1,
+                 max_train: int | None = None, start: str = "affine", warm_start: bool = True,
+                 trainer: Callable[..., Potential] | None = None,
+                 trainer_options: dict[str, Any] | None = None,
+                 surrogate: Potential | None = None, explore: str = "hmc",
+                 max_tree_depth: int = 10, warmup: str = "paper",
+                 **hmc_options: Any) -> None:
         if hmc_options.get("transitions") is not None or "inner" in hmc_options:
             raise ValueError("NNgHMC has no surrogate transitions: its gradient network has no "
                              "value V, so the exact test min(1, exp(-U(q') + U(q) + V(q') - "
@@ -203,10 +218,7 @@ class NNGHMC(HMC):
         if activation not in ("softplus", "tanh", "relu"):
             raise ValueError(f"activation must be softplus, tanh or relu; got {activation!r}")
         self.activation = activation
-        h = check_number("holdout", holdout)
-        if not 0.0 <= h < 1.0:
-            raise ValueError(f"holdout must be in [0, 1), got {holdout!r}")
-        self.holdout = h
+        self.holdout = _check_fraction("holdout", holdout)
         self.burn_in = _check_iterations("burn_in", burn_in)
         self.train_start = _check_iterations("train_start", train_start)
         self.train_every = _check_iterations("train_every", train_every)
@@ -214,10 +226,7 @@ class NNGHMC(HMC):
             raise ValueError("train_every must be >= 1 iteration (or a fraction > 0), got 0")
         self.train_end = None if train_end is None else _check_iterations("train_end", train_end)
         self.trial_length = check_int("trial_length", trial_length, 1)
-        sf = check_number("switch_fraction", switch_fraction)
-        if not (0.0 <= sf and np.isfinite(sf)):
-            raise ValueError(f"switch_fraction must be >= 0 and finite, got {switch_fraction!r}")
-        self.switch_fraction = sf
+        self.switch_fraction = _check_fraction("switch_fraction", switch_fraction, np.inf)
         self.record_every = check_int("record_every", record_every, 1)
         self.max_train = None if max_train is None else check_int("max_train", max_train, 2)
         if start not in ("affine", "random"):

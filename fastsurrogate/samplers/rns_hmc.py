@@ -21,11 +21,12 @@ on the data it has (``guard_action="retrain"``) or returns to exact HMC
 (``"exact"``); the result records every such event in ``info["guard_events"]``.
 """
 import warnings
+from typing import Any
 
 import numpy as np
 
 from ..core._hmc import Chain
-from ..core._potential import RecordingPotential, WeightedSum
+from ..core._potential import Potential, RecordingPotential, WeightedSum
 from ..models._models import Gaussian
 from ..surrogates.laplace import laplace_approximation
 from ..surrogates.random_network import train_random_network
@@ -224,12 +225,17 @@ class RNSHMC(HMC):
     method = "rns-hmc"
     _warmup_ends = ("fixed",)    # training reads the whole exact warm-up
 
-    def __init__(self, potential, *, n_hidden="auto", activation="softplus", ridge="auto",
-                 standardize=True, input_scale="auto", training="auto", train_from=0.2,
-                 delayed_acceptance=False, guard=0.5, guard_window=200,
-                 guard_action="retrain", surrogate=None, base=None, transitions=None,
-                 inner=None, explore="hmc", max_tree_depth=10, subspace=None,
-                 subspace_points=1000, warmup="paper", **hmc_options):
+    def __init__(self, potential: Potential, *, n_hidden: int | str = "auto",
+                 activation: str = "softplus", ridge: float | str = "auto",
+                 standardize: bool | str = True, input_scale: float | str = "auto",
+                 training: str = "auto", train_from: float = 0.2,
+                 delayed_acceptance: bool = False, guard: float | None = 0.5,
+                 guard_window: int = 200, guard_action: str = "retrain",
+                 surrogate: Potential | None = None, base: str | Potential | None = None,
+                 transitions: int | str | None = None, inner: str | None = None,
+                 explore: str = "hmc", max_tree_depth: int = 10, subspace: int | None = None,
+                 subspace_points: int = 1000, warmup: str = "paper",
+                 **hmc_options: Any) -> None:
         hmc_options.update(exploration_metric(hmc_options))
         super().__init__(potential, **hmc_options)
         self.warmup_kind = check_warmup(warmup, self.method)

@@ -34,14 +34,17 @@ With ``exact=True`` the frozen V drives the leapfrog but the exact U judges
 target the exact posterior.
 """
 
+from typing import Callable
+
 import numpy as np
 
 from ..core._blas_threads import blas_threads
 from ..core._hmc import Chain
-from ..core._potential import ClampedSum, WeightedSum
+from ..core._potential import ClampedSum, Potential, WeightedSum
 from ..surrogates._network import RandomNetwork
 from ..surrogates._online import SMWTrainer, ScoreMatchingHook
 from ..surrogates.laplace import LaplaceApproximation, laplace_approximation
+from .._typing import ArrayLike
 from ._chain import surrogate_seed
 from ._checks import check_int, check_positive, check_metric, check_flag
 from .hmc import HMC
@@ -82,6 +85,33 @@ def _mu_table(mu_fn, t_max):
     t = np.arange(1, t_max + 1)
     values = mu_fn(t) if getattr(mu_fn, "vectorized", False) else [mu_fn(int(k)) for k in t]
     return np.concatenate([[np.nan], np.asarray(values, dtype=np.float64)])
+
+
+def _check_schedule(n_s: float | None, mu: Callable[[int], float] | None,
+                    n_train: int | str | None
+                    ) -> tuple[float | None, Callable[[int], float] | None, int | str | None]:
+    """VHMC's ``n_s``, ``mu`` and ``n_train``, checked."""
+    n_s = check_positive("n_s", n_s, allow_none=True)
+    if mu is not None and not callable(mu):
+        raise TypeError(f"mu must be a callable mu(t) -> [0, 1] or None, got {type(mu).__name__}")
+    if mu is not None and n_s is not None:
+        raise ValueError("give either n_s (the default schedule's time scale) or mu, not both")
+    if isinstance(n_train, str):
+        if n_train != "auto":
+            raise ValueError(f'n_train must be an int, "auto" or None, got {n_train!r}')
+        return n_s, mu, n_train
+    return n_s, mu, None if n_train is None else check_int("n_train", n_train, 1)
+
+
+def _check_laplace(laplace: LaplaceApproximation | None, dim: int
+                   ) -> LaplaceApproximation | None:
+    if laplace is not None:
+        if not isinstance(laplace, LaplaceApproximation):
+            raise TypeError("laplace must be a LaplaceApproximation "
+                            "(fastsurrogate.surrogates.laplace_approximation)")
+        if laplace.dim != dim:
+            raise ValueError(f"laplace has dim {laplace.dim}; the potential has {dim}")
+    return laplace
 
 
 class VHMC(HMC):
@@ -249,12 +279,19 @@ class VHMC(HMC):
     method = "vhmc"
     _warmup_ends = ("fixed",)    # training reads the whole exact warm-up
 
-    def __init__(self, potential, *, n_hidden=None, activation="softplus", input_scale=0.5,
-                 whiten=True, ridge=1e-6, n_s=None, mu=None, n_train=None, tol=0.01, window=100,
-                 laplace_tail=True, exact=False, delayed_acceptance=False, laplace=None, metric="laplace",
-                 step_size=None, n_steps=10, random_n_steps=True, adapt=True,
-                 target_accept=0.8, max_energy_error=1000.0, blas_threads=1,
-                 transitions=None, inner=None, max_tree_depth=10, warmup="paper"):
+    def __init__(self, potential: Potential, *, n_hidden: int | None = None,
+                 activation: str = "softplus", input_scale: float = 0.5, whiten: bool = True,
+                 ridge: float = 1e-6, n_s: float | None = None,
+                 mu: Callable[[int], float] | None = None, n_train: int | str | None = None,
+                 tol: float = 0.01, window: int = 100, laplace_tail: bool = True,
+                 exact: bool = False, delayed_acceptance: bool = False,
+                 laplace: LaplaceApproximation | None = None,
+                 metric: str | ArrayLike = "laplace", step_size: float | None = None,
+                 n_steps: int = 10, random_n_steps: bool = True, adapt: bool = True,
+                 target_accept: float = 0.8, max_energy_error: float = 1000.0,
+                 blas_threads: int | None = 1, transitions: int | str | None = None,
+                 inner: str | None = None, max_tree_depth: int = 10,
+                 warmup: str = "paper") -> None:
         super().__init__(potential, step_size=step_size, n_steps=n_steps,
                          random_n_steps=random_n_steps, metric="unit", adapt=adapt,
                          target_accept=target_accept, max_energy_error=max_energy_error)
@@ -269,18 +306,7 @@ class VHMC(HMC):
         self.input_scale = check_positive("input_scale", input_scale)
         self.whiten = check_flag("whiten", whiten)
         self.ridge = check_positive("ridge", ridge)
-        self.n_s = check_positive("n_s", n_s, allow_none=True)
-        if mu is not None and not callable(mu):
-            raise TypeError(f"mu must be a callable mu(t) -> [0, 1] or None, got {type(mu).__name__}")
-        if mu is not None and n_s is not None:
-            raise ValueError("give either n_s (the default schedule's time scale) or mu, not both")
-        self.mu = mu
-        if isinstance(n_train, str):
-            if n_train != "auto":
-                raise ValueError(f'n_train must be an int, "auto" or None, got {n_train!r}')
-            self.n_train = n_train
-        else:
-            self.n_train = None if n_train is None else check_int("n_train", n_train, 1)
+        self.n_s, self.mu, self.n_train = _check_schedule(n_s, mu, n_train)
         self.tol = check_positive("tol", tol)
         self.window = check_int("window", window, 10)
         self.laplace_tail = check_flag("laplace_tail", laplace_tail)
@@ -288,13 +314,7 @@ class VHMC(HMC):
         self.delayed_acceptance = check_flag("delayed_acceptance", delayed_acceptance)
         if self.delayed_acceptance and not self.exact:
             raise ValueError("delayed_acceptance applies to the exact option only (exact=True)")
-        if laplace is not None:
-            if not isinstance(laplace, LaplaceApproximation):
-                raise TypeError("laplace must be a LaplaceApproximation "
-                                "(fastsurrogate.surrogates.laplace_approximation)")
-            if laplace.dim != d:
-                raise ValueError(f"laplace has dim {laplace.dim}; the potential has {d}")
-        self.laplace = laplace
+        self.laplace = _check_laplace(laplace, d)
         self.blas_threads = None if blas_threads is None else check_int("blas_threads",
                                                                         blas_threads, 1)
         self.transitions, self.inner = check_transitions(transitions, inner)
