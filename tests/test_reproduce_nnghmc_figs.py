@@ -20,7 +20,8 @@ def _lead(cell):
 
 def test_every_figure_is_registered_in_paper_order():
     names = [n for n in TABLES if n.startswith("nnghmc-fig")]
-    assert names[:4] == ["nnghmc-fig2", "nnghmc-fig3", "nnghmc-fig4", "nnghmc-fig5"]
+    assert names[:6] == ["nnghmc-fig2", "nnghmc-fig3", "nnghmc-fig4", "nnghmc-fig5",
+                         "nnghmc-fig7", "nnghmc-fig8"]
     assert names == sorted(names, key=lambda n: int(n.split("fig")[1]))
 
 
@@ -118,3 +119,21 @@ def test_fig5_block_network_tiny_run(tmp_path):
         assert np.isfinite(float(rows[name][4]))
     pytest.importorskip("matplotlib")
     assert (tmp_path / "nnghmc-fig5.png").exists()
+
+
+def test_fig7_fig8_gp_regression_tiny_run(tmp_path):
+    argv = ["--n-obs", "60", "--n-draws", "120", "--burn-in", "10", "--n-record", "15",
+            "--thin", "10"]
+    text7 = run_table("nnghmc-fig7", argv, out=str(tmp_path))
+    text8 = run_table("nnghmc-fig8", argv, out=str(tmp_path))     # the same (cached) run
+    for text in (text7, text8):
+        (hmc,), (nng,) = _rows(text, "HMC"), _rows(text, "NNgHMC")
+        assert 0.0 < float(nng[1]) <= 1.0 and abs(float(hmc[1]) - float(nng[1])) < 0.2
+        assert hmc[-1] == "0.83 (Table 2)" and nng[-1] == "0.84 (Table 2)"
+    rows = _rows(text7, "log length scale") + _rows(text8, "t = +0")
+    assert len(rows) == 2
+    for row in rows:
+        z = [float(c.split("(")[1].rstrip(")")) for c in (row[2], row[4])]
+        assert np.all(np.isfinite(z))
+    pytest.importorskip("matplotlib")
+    assert (tmp_path / "nnghmc-fig7.png").exists() and (tmp_path / "nnghmc-fig8.png").exists()
