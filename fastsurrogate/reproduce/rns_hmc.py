@@ -1,12 +1,15 @@
 """The RNS-HMC paper (Zhang, Shahbaba & Zhao 2017, "Hamiltonian Monte Carlo
 acceleration using surrogate functions with random bases", Stat. Comput. 27):
-Table 1 (logistic regressions, elliptic PDE), Figure 3 (GP, FITC and
-random networks), Figure 7 (REM against time, HMC and RNS-HMC), Figure 8
+Table 1 (logistic regressions, elliptic PDE), Figure 1 (GP, FITC and
+random-network fits of x^2 / 2), Figure 2 (force map and trajectories on a
+banana), Figure 3 (GP, FITC and random networks), Figures 4 and 5
+(acceptance against s, d and N), Figure 6 (posterior marginals, HMC against
+RNS-HMC), Figure 7 (REM against time, HMC and RNS-HMC), Figure 8
 (ARNS-HMC).
 
-The logistic-regression rows, Figures 3, 7 and 8 live in ``_rns_table1``,
-``_rns_fig3``, ``_rns_fig7`` and ``_rns_fig8`` (moved from bench/); the elliptic PDE row is
-here (:func:`pde_reproduce`).
+The logistic-regression rows and the figures live in ``_rns_table1`` and
+``_rns_fig1`` ... ``_rns_fig8``; the elliptic PDE row is here
+(:func:`pde_reproduce`).
 """
 import os
 import time
@@ -39,6 +42,26 @@ TABLES = [
           "metric) and RNS-RMHMC (diagonal SoftAbs metric of the network)",
           ".rns_hmc", entry="pde_",
           quick=dict(n_warmup=400, n_draws=400, reference_draws=0, rm_steps=3)),
+    Table("rns-fig1", PAPER + ", Figure 1", "fits of U = x^2 / 2 from N = 10, 20, 40 nested "
+          "N(0, 1) points: full GP, FITC (5 inducing points), random networks (5 softplus or "
+          "RBF units), FITC and networks averaged over 100 repetitions", "._rns_fig1",
+          quick=dict(repeats=20),
+          paper_figures="The paper gives no number for Figure 1 (RNS-HMC paper, section 3.3 "
+                        "and the Figure 1 caption, read from ../shared/papers): its settings "
+                        "(N = 10, 20, 40 nested draws of N(0, 1), 5 inducing points, 5 hidden "
+                        "units, 100 repetitions averaged) are taken from there, and its "
+                        "qualitative reading is checked under the table."),
+    Table("rns-fig2", PAPER + ", Figure 2", "2-d banana: force map of the exact and the "
+          "network gradient, HMC and RNS-HMC (the paper's NNS-HMC) trajectories from one "
+          "start and momentum, overall acceptance", "._rns_fig2",
+          quick=dict(hidden=[10, 20, 50], bases=3, explore=1000, draws=2000),
+          paper_figures="RNS-HMC paper, Figure 2 caption (read from ../shared/papers): the "
+                        "overall acceptance probability is 0.97 with HMC and 0.88 with "
+                        "NNS-HMC (RNS-HMC) on the banana it cites from its reference [5] "
+                        "(Girolami and Calderhead 2011, JRSS B); the paper gives neither the "
+                        "banana's constants nor the step size, L or s, so this table runs "
+                        "fs.models.Banana() at step 0.1, L = 5 (the NNgHMC paper's settings "
+                        "for its banana example, as nnghmc-4.1 runs them on this banana)."),
     Table("rns-fig3", PAPER + ", Figure 3", "GP, FITC and random-network surrogates of a 32-d "
           "Gaussian against the training size", "._rns_fig3",
           plots=(PlotSpec("acceptance", "Figure 3: acceptance against training size N", "N",
@@ -54,6 +77,15 @@ TABLES = [
                      draws=300),
           plots=(PlotSpec("acceptance", "Figure 5: acceptance against training size N, per s",
                           "N", tuple(range(1, 12)), logx=True, ylabel="acceptance"),)),
+    Table("rns-fig6", PAPER + ", Figure 6", "one- and two-dimensional posterior marginals "
+          "of beta_1, beta_11, beta_21, beta_31, beta_41 of the simulated logistic regression "
+          "(N = 100000, d = 50), HMC against RNS-HMC (s = 2000)", "._rns_fig6",
+          quick=dict(n_obs=20000, explore=2000, burn_in=500, draws=1500),
+          paper_figures="The paper gives no number for Figure 6 (RNS-HMC paper, section 5.1 "
+                        "and the Figure 6 caption, read from ../shared/papers): it shows the "
+                        "marginals as plots only. The settings (N = 100000, d = 50, step "
+                        "0.045, L = 6, s = 2000, 5000 burn-in and 5000 draws) are section "
+                        "5.1's and Table 1's."),
     Table("rns-fig7", PAPER + ", Figure 7", "REM (L2) of the posterior mean against wall "
           "time, exact HMC and RNS-HMC, median and 5-95 % band over independent chains: "
           "simulated logistic regression, Bank Marketing, a9a, elliptic PDE", "._rns_fig7",
