@@ -260,7 +260,7 @@ def _box(target):
 def draw(axes, target, runs, net, paths):
     """The 3 x 2 panels: gradient fields, draws, trajectories; exact HMC left."""
     (x0, x1), (y0, y1) = _box(target)
-    gx, gy = np.meshgrid(np.linspace(x0, x1, 300), np.linspace(y0, y1, 300))
+    gx, gy = np.meshgrid(np.linspace(x0, x1, 200), np.linspace(y0, y1, 200))
     dens = np.exp(-target.u_and_grad(np.column_stack([gx.ravel(), gy.ravel()]))[0])
     dens = dens.reshape(gx.shape)
     qx, qy = np.meshgrid(np.linspace(x0, x1, 19), np.linspace(y0, y1, 19))

@@ -105,10 +105,15 @@ def z_rows(labels, values):
             for j, lab in enumerate(labels)]
 
 
-def _acceptance_rows(out):
-    return [[name, f"{res.summary().overall['acceptance']:.3f}",
-             f"{res.summary().overall['ess_min']:.0f}", PAPER_ACCEPTANCE[name]]
-            for name, res in out.items()]
+def _tables(out, heading, first, rows):
+    """The acceptance table, then ``heading`` over the comparison table ``rows``."""
+    acc = [[name, f"{res.summary().overall['acceptance']:.3f}",
+            f"{res.summary().overall['ess_min']:.0f}", PAPER_ACCEPTANCE[name]]
+           for name, res in out.items()]
+    return [markdown_table(["method", "acceptance", "ESS min", "paper"], acc), "",
+            f"#### {heading}", "",
+            markdown_table([first, "HMC mean", "NNgHMC mean (z)", "HMC sd", "NNgHMC sd (z)",
+                            "paper"], rows)]
 
 
 def reproduce(args):
@@ -123,12 +128,8 @@ def reproduce(args):
              f"draws each; network 100 hidden, trained on {net.info['n_train']} + "
              f"{net.info['n_holdout']} points (held-out relative gradient error "
              f"{net.info['holdout_rel_error']:.4f})", "",
-             markdown_table(["method", "acceptance", "ESS min", "paper"],
-                            _acceptance_rows(out)), "",
-             "#### the hyper-parameters' posteriors (sampled scale)", "",
-             markdown_table(["parameter", "HMC mean", "NNgHMC mean (z)", "HMC sd",
-                             "NNgHMC sd (z)", "paper"],
-                            z_rows(NAMES, {k: r.draws for k, r in out.items()})), "",
+             *_tables(out, "the hyper-parameters' posteriors (sampled scale)", "parameter",
+                      z_rows(NAMES, {k: r.draws for k, r in out.items()})), "",
              "z: NNgHMC's value minus HMC's over their combined MCSE."]
     png = write_png(getattr(args, "out_dir", None), "nnghmc-fig7.png",
                     lambda axes: draw_hist(axes, out), shape=(2, 2), size=(3.6, 2.6),
@@ -178,12 +179,9 @@ def fig8_reproduce(args):
     lines = [machine_line(), "",
              f"### GP regression: posterior predictive mean at x = t e1, averaged over every "
              f"{args.thin}-th of {args.n_draws} hyper-parameter draws", "",
-             markdown_table(["method", "acceptance", "ESS min", "paper"],
-                            _acceptance_rows(out)), "",
-             "#### predictive mean E[f(t e1) | y] (mean over draws; sd over draws)", "",
-             markdown_table(["point", "HMC mean", "NNgHMC mean (z)", "HMC sd",
-                             "NNgHMC sd (z)", "paper"],
-                            z_rows(labels, {k: p[:, :, marks] for k, p in pred.items()})), "",
+             *_tables(out, "predictive mean E[f(t e1) | y] (mean over draws; sd over "
+                      "draws)", "point",
+                      z_rows(labels, {k: p[:, :, marks] for k, p in pred.items()})), "",
              "z: NNgHMC's value minus HMC's over their combined MCSE (of the per-draw "
              "predictive means)."]
     png = write_png(getattr(args, "out_dir", None), "nnghmc-fig8.png",
