@@ -224,7 +224,7 @@ def test_rns_table1_rows_carry_the_papers_figures():
         assert rows[1].endswith(f"{rns} |"), rows[1]
         assert rows[3].endswith(f"{rm} |") and rows[4].endswith(f"{rnsrm} |"), rows[3:5]
         assert "n/a" not in "".join(rows[:2] + rows[3:5])
-        assert "Figure 8" in rows[2]
+        assert "Figures 7 and 8" in rows[2]
         assert rows[5].endswith("| n/a |")          # not a row of the paper
 
 

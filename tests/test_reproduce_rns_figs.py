@@ -1,6 +1,8 @@
-"""RNS-HMC paper Figures 7 and 8 (``fastsurrogate reproduce rns-fig7`` /
-``rns-fig8``): the L2 REM against NumPy, and tiny runs of both tables
-checking their structure and that each REM is within a Monte Carlo bound.
+"""RNS-HMC paper Figures 7 and 8 (``fastsurrogate reproduce rns-fig7``:
+ARNS-HMC's acceptance against the training points; ``rns-fig8``: REM
+against wall time for HMC, RNS-HMC and ARNS-HMC): the L2 REM against NumPy,
+and tiny runs of both tables checking their structure and that each REM is
+within a Monte Carlo bound.
 
 The tiny runs use wall-time budgets of a fraction of a second on a small
 simulated regression; nothing is asserted about time itself: a budget a
@@ -42,7 +44,7 @@ def test_rem_l2_bad_inputs():
         fs.diagnostics.relative_error_mean(d, [0.0, 0.0], norm="l2")
 
 
-# -- rns-fig7 ------------------------------------------------------------------------------
+# -- rns-fig8 (REM against time) ------------------------------------------------------------------------------
 def _tiny_args(**kw):
     a = dict(problems=["sim"], chains=2, budgets=[0.15, 0.3], explore=200, n_hidden=100,
              truth_iter=3000, rem="l2", n_obs=2000, dim=5, data_seed=1, n_mesh=8, n_modes=4,
@@ -63,17 +65,18 @@ def cache(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_rns_fig7_tiny_problem_rem_within_mcse(cache):
-    from fastsurrogate.reproduce import _rns_fig7 as f7
+def test_rns_fig8_tiny_problem_rem_within_mcse(cache):
+    from fastsurrogate.reproduce import _rns_fig8 as f7
     args = _tiny_args()
     text, data = f7.run_problem("sim", args)
     (head, rows), = markdown_tables(text)
     assert head == ["budget s", "HMC median", "HMC 5 %", "HMC 95 %", "RNS-HMC median",
-                    "RNS-HMC 5 %", "RNS-HMC 95 %", "chains (HMC / RNS)", "lower median"]
+                    "RNS-HMC 5 %", "RNS-HMC 95 %", "ARNS-HMC median", "ARNS-HMC 5 %",
+                    "ARNS-HMC 95 %", "chains (HMC / RNS-HMC / ARNS-HMC)", "lowest median"]
     assert [number(r[0]) for r in rows] == [0.15, 0.3]
     assert text.startswith("### sim")
     truth = data["truth"]
-    for method in ("HMC", "RNS-HMC"):
+    for method in ("HMC", "RNS-HMC", "ARNS-HMC"):
         curves = data["curves"][method]
         assert len(curves) == args.chains
         for c in curves:
@@ -93,9 +96,9 @@ def test_rns_fig7_tiny_problem_rem_within_mcse(cache):
             assert number(r[1]) == pytest.approx(float(np.median(vals)), rel=1e-2)
 
 
-def test_rns_fig7_command_writes_tables_and_plots(cache):
+def test_rns_fig8_command_writes_tables_and_plots(cache):
     out = cache / "reports"
-    text = run_table("rns-fig7", ["--problems", "sim", "--chains", "1", "--budgets", "0.1",
+    text = run_table("rns-fig8", ["--problems", "sim", "--chains", "1", "--budgets", "0.1",
                                   "0.2", "--explore", "150", "--n-hidden", "60",
                                   "--truth-iter", "2000", "--n-obs", "1000", "--dim", "4",
                                   "--threads", "1"], out=str(out))
@@ -103,34 +106,43 @@ def test_rns_fig7_command_writes_tables_and_plots(cache):
     assert "### sim" in text and "REM = ||mean - truth||_2 / ||truth||_2" in text
     heads = [line for line in text.splitlines() if line.startswith("| budget s")]
     assert len(heads) == 1 and heads[0].rstrip().endswith("| paper |")
-    assert (out / "rns-fig7.md").exists()
+    assert (out / "rns-fig8.md").exists()
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         return
-    png = out / "rns-fig7-rem-1.png"
+    png = out / "rns-fig8-rem-1.png"
     assert png.read_bytes()[:4] == b"\x89PNG"
-    assert "Figure 7: REM against wall time, sim" in text
+    assert "Figure 8: REM against wall time, sim" in text
 
 
-def test_rns_fig7_bad_options(cache):
-    from fastsurrogate.reproduce import _rns_fig7 as f7
+def test_rns_fig8_bad_options(cache):
+    from fastsurrogate.reproduce import _rns_fig8 as f7
     with pytest.raises(ValueError, match="chains"):
         f7.reproduce(_tiny_args(chains=0))
     with pytest.raises(ValueError, match="budgets"):
         f7.reproduce(_tiny_args(budgets=[0.0, 1.0]))
 
 
-# -- rns-fig8 ------------------------------------------------------------------------------
-def test_rns_fig8_tiny_has_three_curves_and_l2(cache):
-    text = run_table("rns-fig8", ["--problems", "sim", "--n-obs", "2000", "--dim", "5",
+# -- rns-fig7 (ARNS-HMC's acceptance) ------------------------------------------------------------------------------
+def test_rns_fig7_tiny_has_the_band_three_curves_and_l2(cache):
+    text = run_table("rns-fig7", ["--problems", "sim", "--n-obs", "2000", "--dim", "5",
                                   "--n-hidden", "100", "--explore", "250", "--burn-in", "100",
                                   "--rns-explore", "300", "--acc-iters", "200", "--window", "50",
                                   "--budgets", "0.2", "0.4", "--truth-iter", "2000",
-                                  "--threads", "1"], out=str(cache / "reports"))
+                                  "--threads", "1", "--replicates", "2"],
+                     out=str(cache / "reports"))
     tables = markdown_tables(text.split("## Measured here", 1)[1])
-    assert len(tables) == 2
-    (acc_head, acc_rows), (rem_head, rem_rows) = tables
+    assert len(tables) == 3
+    (band_head, band_rows), (acc_head, acc_rows), (rem_head, rem_rows) = tables
+    # the paper's Figure 7: acceptance against the training points (200 start states
+    # plus one per iteration), median and band over the 2 replicates
+    assert band_head[:5] == ["training points", "ARNS-HMC median", "ARNS-HMC 5 %",
+                             "ARNS-HMC 95 %", "exact HMC"]
+    assert [number(r[0]) for r in band_rows[:2]] == [250, 300]
+    for r in band_rows:
+        lo, med, hi = number(r[2]), number(r[1]), number(r[3])
+        assert 0.0 <= lo <= med <= hi <= 1.0
     assert acc_head[:4] == ["iterations", "ARNS-HMC", "RNS-HMC", "exact HMC"]
     assert rem_head[:4] == ["budget s", "HMC REM", "RNS-HMC REM", "ARNS REM"]
     assert [number(r[0]) for r in rem_rows] == [0.2, 0.4]

@@ -1,21 +1,25 @@
-"""RNS-HMC paper, Figure 8 as tables: adaptive RNS-HMC (ARNS-HMC) and RNS-HMC
-against exact HMC on the four Table-1 problems (simulated logistic
-regression, Bank Marketing, a9a, elliptic PDE), by acceptance over the
-iterations and by the error of the posterior mean at fixed wall time.
+"""RNS-HMC paper, Figure 7 as tables: the acceptance of adaptive RNS-HMC
+(ARNS-HMC) against the number of training points, median and 90 % band over
+independent runs, beside exact HMC's, on the four Table-1 problems
+(simulated logistic regression, Bank Marketing, a9a, elliptic PDE); also
+RNS-HMC's acceptance and every sampler's error of the posterior mean at
+fixed wall times (``rns-fig8`` draws those against time).
 
-    fastsurrogate reproduce rns-fig8 [--quick] [--problems sim bank a9a pde] [--rem l2|l1]
+    fastsurrogate reproduce rns-fig7 [--quick] [--problems sim bank a9a pde]
+        [--replicates R] [--rem l2|l1]
 
 What the paper reports (Zhang, Shahbaba & Zhao 2017, Stat. Comput. 27,
-Figure 8): ARNS-HMC starts its surrogate from only 200 exploration states
+Figure 7): ARNS-HMC starts its surrogate from only 200 exploration states
 and keeps updating the network's output layer online (Greville's recursion) as
-new states arrive, switching to the updated surrogate with a vanishing
-probability.  Its acceptance starts low and climbs to the level of exact HMC,
-and because each iteration needs only one exact U (no exact gradients), its
-relative error of the posterior mean falls faster in wall time than HMC's.
+new points arrive, switching to the updated surrogate with a vanishing
+probability.  Its acceptance (median and a 90 % band over runs) starts low
+and climbs, as the training points accumulate, to the level of exact HMC
+(a line in the figure).  Figure 8 (``rns-fig8``) shows what that buys in
+wall time.
 
 What this table measures, on this machine
 ------------------------------------------
-Per problem (``--problems``, default all four; settings as ``rns-fig7``:
+Per problem (``--problems``, default all four; settings as ``rns-fig8``:
 Table 1's step, L and s; ARNS-HMC on Bank Marketing with whitened inputs as
 in ``rns-table1``): every sampler uses the paper's step and L with the
 number of steps uniform on 1..L, identity metric, no adaptation, one chain
@@ -24,7 +28,7 @@ the simulated problem (this table's earlier setting) and at the MAP for the
 others.
 
 1. Ground truth: the posterior mean of a long exact-HMC run (burn-in 500),
-   cached (``rns-fig7``'s files: the two tables share their truths); its own
+   cached (``rns-fig8``'s files: the two tables share their truths); its own
    Monte Carlo error is printed: REM values of that order cannot be told
    apart from the truth's own error.
 2. Exact HMC: ``fs.HMC`` with ``n_warmup`` = the exploration length (the same
@@ -68,8 +72,10 @@ not cached (about 15 minutes): about 50 minutes.  ``--problems pde`` took
 ``--quick`` (36 s at load 3): only the PDE on a 12 x 12 mesh, s = 500,
 1000 exploration iterations for RNS-HMC, the ARNS updates stopped at 1500
 points, windows of 100 and the acceptance bar at 1000 iterations, budgets
-2 and 4 s, a 4000-iteration truth (shared with rns-fig7's --quick); the
-three logistic regressions are dropped.
+2 and 4 s, a 4000-iteration truth (shared with rns-fig8's --quick); the
+three logistic regressions are dropped.  Table (a), the paper's Figure 7,
+gives ARNS-HMC's window means against the training points, median and
+5 % / 95 % quantiles over ``--replicates`` independent runs.
 """
 import argparse
 import math
@@ -80,10 +86,10 @@ import time
 import numpy as np
 
 import fastsurrogate as fs
-from . import _rns_fig7 as f7
+from . import _rns_fig8 as f8
 from ._report import (cache_dir, cpu_model, log, machine_line,  # noqa: F401
                       markdown_table, problems_report)
-from ._rns_fig7 import PROBLEMS, missing_data
+from ._rns_fig8 import PROBLEMS, missing_data
 from ._rns_table1 import ARNS
 
 
@@ -192,7 +198,7 @@ def options(ap):
     ap.add_argument("--cache", metavar="FILE",
                     help="ground-truth .npz of the simulated problem (default: under cache_dir())")
     ap.add_argument("--truth-iter", type=int, help="exact-HMC iterations of the truth run "
-                    "(default: rns-fig7's per problem, quick 3000; a longer cached run is reused)")
+                    "(default: rns-fig8's per problem, quick 3000; a longer cached run is reused)")
     ap.add_argument("--budgets", type=float, nargs="+",
                     help="wall-time budgets in seconds (default 10 20 40 80)")
     ap.add_argument("--n-hidden", type=int, help="s of ARNS-HMC and RNS-HMC (default: the "
@@ -263,7 +269,7 @@ def _one_problem(name, args, budgets):
     """The report section of one problem: truth, pilots, the runs, tables (a) and (b)."""
     t_start = time.perf_counter()
     args = _problem_args(name, args)
-    model, q0, desc, key = f7.make_problem(name, args)
+    model, q0, desc, key = f8.make_problem(name, args)
     # the simulated problem starts at beta = 0 (this table's earlier setting); the others at
     # the MAP, as rns-table1
     init = np.zeros(model.dim) if name == "sim" else q0
@@ -272,6 +278,7 @@ def _one_problem(name, args, budgets):
     acc = _acceptance(runs[0], args)
     rem_rows, wins = _rem_table(runs, budgets, args, truth["mean"])
     L = (_settings_lines(name, desc, args, runs, truth, truth_src, floor, t_start)
+         + _band_lines(name, args, _acceptance_band(runs, args), len(runs))
          + _acceptance_lines(name, args, acc)
          + _rem_lines(name, args, budgets, len(runs), rem_rows, wins, floor))
     return "\n".join(L)
@@ -281,11 +288,11 @@ def _truth(name, model, init, key, args):
     """(truth, where it came from, its Monte Carlo floor in REM units): the
     posterior mean of a long exact-HMC run, cached."""
     cfg = dict(step_size=args.step, n_steps=args.n_steps)
-    n_truth = args.truth_iter or (3000 if args.quick else f7.PROBLEMS[name]["truth"])
+    n_truth = args.truth_iter or (3000 if args.quick else f8.PROBLEMS[name]["truth"])
     if args.cache and name == "sim":
         truth, truth_src = load_or_run_truth(model, args, n_truth)
     else:
-        truth, truth_src = f7.load_or_run_truth(name, model, init, key, cfg, n_truth,
+        truth, truth_src = f8.load_or_run_truth(name, model, init, key, cfg, n_truth,
                                                 seed=args.seed)
     tmean = truth["mean"]
     mcse = np.asarray(truth["mcse"])
@@ -297,21 +304,21 @@ def _truth(name, model, init, key, args):
 def _run_lengths(name, model, args, bmax, tmean, run_kw):
     """(HMC, RNS-HMC, ARNS-HMC) draws that fill the largest budget ``bmax``
     twice over, from short pilots (rerun longer while a pilot's sampling is
-    too short to time, see rns-fig7's pilot_cost)."""
+    too short to time, see rns-fig8's pilot_cost)."""
     log(f"  [{name}] pilots ...")
-    c_hmc = f7.pilot_cost(lambda n: make_hmc(model, args).sample(
+    c_hmc = f8.pilot_cost(lambda n: make_hmc(model, args).sample(
         n, 0, chains=1, seed=args.seed + 1, init=tmean, progress=False), 300)[1]
-    pre_arns, c_arns = f7.pilot_cost(lambda n: make_arns(model, args).sample(
+    pre_arns, c_arns = f8.pilot_cost(lambda n: make_arns(model, args).sample(
         n, args.explore, **run_kw), 250)
     if args.max_points:
         fixed = argparse.Namespace(**{**vars(args), "max_points": args.n_start})
-        c_arns = min(c_arns, f7.pilot_cost(lambda n: make_arns(model, fixed).sample(
+        c_arns = min(c_arns, f8.pilot_cost(lambda n: make_arns(model, fixed).sample(
             n, args.explore, **run_kw), 250)[1])
     n_hmc = max(int(2.0 * max(bmax - args.explore * c_hmc, 0) / c_hmc) + 100, 1000)
     n_arns = max(int(2.0 * max(bmax - pre_arns, 0) / c_arns) + 100, args.acc_iters + args.window)
     n_rns = 0
     if args.rns_explore > 0:
-        pre_rns, c_rns = f7.pilot_cost(lambda n: make_rns(model, args).sample(
+        pre_rns, c_rns = f8.pilot_cost(lambda n: make_rns(model, args).sample(
             n, args.rns_explore, **dict(run_kw, seed=args.seed + 1)), args.rns_explore)
         n_rns = int(2.0 * max(bmax - pre_rns, 0) / c_rns) + 100
     return n_hmc, n_rns, n_arns
@@ -375,6 +382,41 @@ def _acceptance(triple, args):
                  f"{float(a_r.mean()):.3f}" if len(a_r) else "-", f"{acc_h:.3f}"])
     return dict(rows=rows, acc_h=acc_h, first=first, n_win=n_win,
                 bar=first is not None and first <= args.acc_iters)
+
+
+def _acceptance_band(runs, args):
+    """The paper's Figure 7 as a table: ARNS-HMC's mean acceptance in each
+    window against the training points it has by the window's end (the
+    ``n_start`` start states plus one per iteration: every non-divergent
+    proposal, capped at ``max_points``), median and 5 % / 95 % quantiles over
+    the replicates, and exact HMC's mean acceptance (median over them)."""
+    w = args.window
+    acc = np.array([[float(np.mean(a.stats["accept_prob"][0][k * w:(k + 1) * w]))
+                     for k in range(len(a.stats["accept_prob"][0]) // w)]
+                    for _, _, a in runs])
+    n_win = min(acc.shape[1], max(16, math.ceil(args.acc_iters / w) + 4))
+    hmc = float(np.median([np.mean(h.stats["accept_prob"][0]) for h, _, _ in runs]))
+    cap = args.max_points or math.inf
+    rows = []
+    for k in range(n_win):
+        med, lo, hi = f8.band(acc[:, k])
+        points = min(args.n_start + (k + 1) * w, cap)
+        rows.append([f"{points:g}", f"{med:.3f}", f"{lo:.3f}", f"{hi:.3f}", f"{hmc:.3f}"])
+    return rows
+
+
+def _band_lines(name, args, rows, n_runs):
+    return [f"#### {name} (a): ARNS-HMC's acceptance against the training points "
+            "(the paper's Figure 7)", "",
+            f"Mean acceptance probability of ARNS-HMC in windows of {args.window} iterations "
+            f"after the exploration, against the points its network has been fitted to by the "
+            f"window's end ({args.n_start} exploration states, then one per iteration: every "
+            f"non-divergent proposal"
+            + (f", up to {args.max_points}" if args.max_points else "")
+            + f"); median and 5 % / 95 % quantiles over {n_runs} independent replicate(s); "
+            "exact HMC's mean acceptance (median over the replicates) is the reference.", "",
+            markdown_table(["training points", "ARNS-HMC median", "ARNS-HMC 5 %",
+                            "ARNS-HMC 95 %", "exact HMC"], rows), ""]
 
 
 def _rem_table(runs, budgets, args, tmean):
@@ -453,7 +495,7 @@ def _acceptance_lines(name, args, acc):
     """Subsection (a): the acceptance table and its bar."""
     w, first, acc_h = args.window, acc["first"], acc["acc_h"]
     return [
-        f"#### {name} (a): acceptance", "",
+        f"#### {name} (a2): acceptance over the iterations, first replicate", "",
         f"Mean acceptance probability in windows of {w} iterations after the exploration "
         "(later: means over blocks of 8 windows).", "",
         markdown_table(["iterations", "ARNS-HMC", "RNS-HMC", "exact HMC"], acc["rows"]), "",

@@ -1,17 +1,18 @@
-"""RNS-HMC paper, Figure 7 as tables: the relative error of the posterior mean
-(REM, L2) against wall time for exact HMC and RNS-HMC on the four Table-1
-problems, median and 5 %-95 % band over independent chains.
+"""RNS-HMC paper, Figure 8 as tables: the relative error of the posterior mean
+(REM, L2) against wall time for exact HMC, RNS-HMC and ARNS-HMC on the four
+Table-1 problems, median and 5 %-95 % band over independent chains.
 
-    fastsurrogate reproduce rns-fig7 [--quick] [--problems sim bank a9a pde]
+    fastsurrogate reproduce rns-fig8 [--quick] [--problems sim bank a9a pde]
         [--chains R] [--budgets S ...]
 
 What the paper shows (Zhang, Shahbaba & Zhao 2017, Stat. Comput. 27,
-Figure 7): for the simulated logistic regression (N = 100000, d = 50), Bank
+Figure 8): for the simulated logistic regression (N = 100000, d = 50), Bank
 Marketing, a9a (60 projected features) and the elliptic PDE inverse
 problem, REM = ||mean_hat - truth||_2 / ||truth||_2 of the running posterior
-mean against running time, HMC against RNS-HMC, median and a 90 % band over
-independent chains.  RNS-HMC pays its exploration and training first, then
-its cheaper iterations make its REM fall faster.
+mean against running time, HMC, RNS-HMC and ARNS-HMC.  The surrogate samplers
+pay their exploration and training first (all three are exact HMC until
+then), then their cheaper iterations make the REM fall faster; ARNS-HMC,
+which starts from fewer points, tends to be lowest early on.
 
 What this table measures
 ------------------------
@@ -27,7 +28,9 @@ identity metric, no adaptation.
 Every chain starts at the MAP (L-BFGS; not counted in the time) and runs
 ``--explore`` exact-HMC iterations (HMC: its burn-in; RNS-HMC: its
 exploration, whose states after the first 20 % train the network, the
-paper's Algorithm 3 with no guard), then draws.  R
+paper's Algorithm 3 with no guard; ARNS-HMC: its exploration, whose last
+200 states start the network, then updated online with every non-divergent
+proposal, ``update_every`` 10), then draws.  R
 independent chains per method (seeds ``seed + 7919 r``; chain r of HMC and
 of RNS-HMC share a seed, so their exploration chains coincide), each RNS-HMC
 chain training its own network.  The REM at budget b uses every state done
@@ -40,16 +43,17 @@ from the MAP (another seed), cached under ``cache_dir()`` (the PDE's is the
 (about sqrt(sum MCSE^2) / ||truth||) is printed: REM values of that order
 cannot be told apart from zero.  The runs are sized from pilots (100 HMC
 iterations; one RNS-HMC exploration, training and 200 draws) and, after the
-first chain, from the measured costs (margins 1.5x, RNS-HMC 1.8x); a chain whose run ends before a budget is left out of that
+first chain, from the measured costs (margins 1.5x, RNS-HMC and ARNS-HMC 1.8x); a chain
+whose run ends before a budget is left out of that
 budget's statistics, which say how many chains reached it.
 
 Duration.  Full run (R = 10, the default budgets: sim, a9a and pde up to
-60 s, bank up to 90 s): a chain pair costs about 3.3x its largest budget
-(HMC is sized 1.5x, RNS-HMC 1.8x past it, so that a loaded machine still
-reaches it), so about 10 x 3.3 x 270 s = 2.5 h, plus pilots and the truths
-(sim 50000, bank 30000, a9a 30000 exact iterations, about 15 minutes when
-not cached): about 2 h 50 min.  One problem: ``--problems pde`` took 32
-minutes (1912 s, load 4-8).
+60 s, bank up to 90 s): a chain triple costs about 5x its largest budget
+(HMC is sized 1.5x, the surrogate samplers 1.8x past it, so that a loaded
+machine still reaches it), so about 10 x 5 x 270 s = 3.8 h, plus pilots and
+the truths (sim 50000, bank 30000, a9a 30000 exact iterations, about 15
+minutes when not cached): about 4 h.  One problem, before ARNS-HMC was
+added: ``--problems pde`` took 32 minutes (1912 s, load 4-8).
 ``--quick`` (about 40 s): only the PDE on a 12 x 12 mesh, R = 3, s = 500,
 1000 exploration iterations, budgets 0.75, 1.5 and 3 s, a 4000-draw truth; the
 logistic problems are dropped.
@@ -65,7 +69,7 @@ import scipy.optimize as so
 import fastsurrogate as fs
 from ..datasets import find_data_dir
 from ._report import cache_dir, log, machine_line, markdown_table, problems_report
-from ._rns_table1 import load
+from ._rns_table1 import ARNS, load
 
 # per problem: the paper's Table-1 settings, the exploration / burn-in length,
 # the default budgets (s) and the truth's length
@@ -73,7 +77,7 @@ PROBLEMS = {
     "sim": dict(n_hidden=2000, step_size=0.045, n_steps=6, explore=2000,
                 budgets=(7.5, 15, 30, 60), truth=50000),
     "bank": dict(n_hidden=1000, step_size=0.012, n_steps=45, explore=2000,
-                 budgets=(22.5, 45, 90), truth=30000),
+                 budgets=(22.5, 45, 90), truth=30000, arns=ARNS["bank"]),
     "a9a": dict(n_hidden=2500, step_size=0.012, n_steps=10, explore=2000,
                 budgets=(7.5, 15, 30, 60), truth=30000,
                 surrogate=dict(standardize="whiten", ridge=1e-4, input_scale=0.2)),
@@ -143,6 +147,13 @@ def hmc_sampler(model, cfg):
                   random_n_steps=True, metric="unit", adapt=False)
 
 
+def arns_sampler(model, cfg):
+    return fs.ARNSHMC(model, training="states", n_start=min(200, cfg["explore"]),
+                      n_hidden=cfg["n_hidden"],
+                      step_size=cfg["step_size"], n_steps=cfg["n_steps"], random_n_steps=True,
+                      metric="unit", adapt=False, update_every=10, **cfg.get("arns", {}))
+
+
 def rns_sampler(model, cfg):
     return fs.RNSHMC(model, guard=None, training="states", n_hidden=cfg["n_hidden"],
                      step_size=cfg["step_size"], n_steps=cfg["n_steps"], random_n_steps=True,
@@ -156,7 +167,7 @@ def truth_path(name, key, cfg, n_iter):
         m, d = key.split("-")[1:]
         return os.path.join(cache_dir(), f"pde-ref-{m}-{d}-s2017-e{cfg['step_size']}-"
                                          f"L{cfg['n_steps']}-n{n_iter}.npz")
-    # the simulated problem's file is the one rns-fig8 writes
+    # the simulated problem's file is the one rns-fig7 writes
     return os.path.join(cache_dir(), f"fig8_truth_{key}_eps{cfg['step_size']}_L{cfg['n_steps']}"
                                      f"_seed2017.npz")
 
@@ -289,83 +300,100 @@ def size_runs(pre, per, bmax, margin=1.5):
 
 
 # -- one problem ---------------------------------------------------------------------------
-def run_problem(name, args):
-    cfg = settings(name, args)
-    budgets = tuple(sorted(cfg["budgets"]))
-    bmax = budgets[-1]
-    model, q0, desc, key = make_problem(name, args)
-    truth, src = load_or_run_truth(name, model, q0, key, cfg, cfg["truth"])
-    floor = truth_floor(truth)
+METHODS = ("HMC", "RNS-HMC", "ARNS-HMC")
+# run-length margins past the largest budget: the surrogate samplers' cheap draws
+# make the overshoot cheap, and their exploration and training times vary with the load
+MARGIN = {"HMC": 1.5, "RNS-HMC": 1.8, "ARNS-HMC": 1.8}
+
+
+def _sampler(method, model, cfg):
+    return {"HMC": hmc_sampler, "RNS-HMC": rns_sampler, "ARNS-HMC": arns_sampler}[method](
+        model, cfg)
+
+
+def _pilots(model, q0, cfg, seed):
+    """{method: (seconds before sampling, seconds per iteration)} from short
+    pilot runs (seed + 1, not kept): HMC 100 iterations from the MAP; the
+    surrogate samplers their exploration (and training), then draws."""
     explore = cfg["explore"]
-    burn_in = int(0.2 * explore)
-    # pilot: HMC's cost per iteration from the MAP
-    c_hmc = pilot_cost(lambda n: hmc_sampler(model, cfg).sample(
-        n, 0, chains=1, seed=args.seed + 1, init=q0, progress=False), 100)[1]
-    # and RNS-HMC's: exploration + training, then as many draws (seed + 1, not kept)
-    pre_rns, c_rns = pilot_cost(lambda n: rns_sampler(model, cfg).sample(
-        n, explore, chains=1, seed=args.seed + 1, init=q0, progress=False), explore)
-    curves = {"HMC": [], "RNS-HMC": []}
-    stats = {"HMC": [], "RNS-HMC": []}
-    for r in range(args.chains):
-        seed = args.seed + SEED_STRIDE * r
-        kw = dict(chains=1, seed=seed, init=q0, progress=False)
-        n_h = size_runs(explore * c_hmc, c_hmc, bmax)
-        log(f"  [{name}] chain {r + 1}/{args.chains}: HMC {explore} + {n_h} ...")
-        h = hmc_sampler(model, cfg).sample(n_h, explore, **kw)
-        c_hmc = (float(h.timings["warmup"]) + float(h.timings["sample"])) / (explore + n_h)
-        # a larger margin for RNS-HMC: its cheap draws make the overshoot cheap, and its
-        # exploration and training times vary with the load
-        n_r = size_runs(pre_rns, c_rns, bmax, margin=1.8)
-        log(f"  [{name}] chain {r + 1}/{args.chains}: RNS-HMC {explore} + {n_r} ...")
-        s = rns_sampler(model, cfg).sample(n_r, explore, **kw)
-        pre_rns = float(s.timings.get("warmup", 0.0)) + float(s.timings.get("train", 0.0))
-        c_rns = float(s.timings["sample"]) / n_r
-        for m, res in (("HMC", h), ("RNS-HMC", s)):
-            curves[m].append(rem_curve(res, budgets, burn_in, truth["mean"], norm=args.rem))
-            stats[m].append(dict(acc=float(np.mean(res.stats["accept_prob"])),
-                                 per=float(res.timings["sample"]) / res.n_draws,
-                                 pre=float(res.timings.get("warmup", 0.0))
-                                 + float(res.timings.get("train", 0.0)),
-                                 train=float(res.timings.get("train", 0.0))))
+    out = {"HMC": pilot_cost(lambda n: hmc_sampler(model, cfg).sample(
+        n, 0, chains=1, seed=seed + 1, init=q0, progress=False), 100)}
+    out["HMC"] = (explore * out["HMC"][1], out["HMC"][1])
+    for m in METHODS[1:]:
+        out[m] = pilot_cost(lambda n, m=m: _sampler(m, model, cfg).sample(
+            n, explore, chains=1, seed=seed + 1, init=q0, progress=False), explore)
+    return out
+
+
+def _budget_rows(curves, budgets):
     rows = []
     for j, b in enumerate(budgets):
-        row = [f"{b:g}"]
-        reach = []
-        for m in ("HMC", "RNS-HMC"):
+        row, reach, meds = [f"{b:g}"], [], {}
+        for m in METHODS:
             vals = [c[j][1] for c in curves[m]]
             med, lo, hi = band(vals)
             row += [fmt(med), fmt(lo), fmt(hi)]
-            reach.append(sum(v is not None for v in vals))
-        medh, medr = band([c[j][1] for c in curves["HMC"]])[0], \
-            band([c[j][1] for c in curves["RNS-HMC"]])[0]
-        lower = ("-" if not (math.isfinite(medh) and math.isfinite(medr))
-                 else "equal" if medh == medr else "RNS-HMC" if medr < medh else "HMC")
-        row += [f"{reach[0]} / {reach[1]}", lower]
+            reach.append(str(sum(v is not None for v in vals)))
+            if math.isfinite(med):
+                meds[m] = med
+        row += [" / ".join(reach), min(meds, key=meds.get) if meds else "-"]
         rows.append(row)
+    return rows
 
+
+def run_problem(name, args):
+    """Run R chains of each method on one problem; (Markdown, data for plots)."""
+    cfg = settings(name, args)
+    budgets = tuple(sorted(cfg["budgets"]))
+    model, q0, desc, key = make_problem(name, args)
+    truth, src = load_or_run_truth(name, model, q0, key, cfg, cfg["truth"])
+    explore = cfg["explore"]
+    burn_in = int(0.2 * explore)
+    cost = _pilots(model, q0, cfg, args.seed)
+    curves = {m: [] for m in METHODS}
+    stats = {m: [] for m in METHODS}
+    for r in range(args.chains):
+        kw = dict(chains=1, seed=args.seed + SEED_STRIDE * r, init=q0, progress=False)
+        for m in METHODS:
+            n = size_runs(*cost[m], budgets[-1], margin=MARGIN[m])
+            log(f"  [{name}] chain {r + 1}/{args.chains}: {m} {explore} + {n} ...")
+            res = _sampler(m, model, cfg).sample(n, explore, **kw)
+            t = res.timings
+            pre = float(t.get("warmup", 0.0)) + float(t.get("train", 0.0))
+            cost[m] = (pre, float(t["sample"]) / n)
+            curves[m].append(rem_curve(res, budgets, burn_in, truth["mean"], norm=args.rem))
+            stats[m].append(dict(acc=float(np.mean(res.stats["accept_prob"])),
+                                 per=cost[m][1], pre=pre, train=float(t.get("train", 0.0))))
+    floor = truth_floor(truth)
+    return (_problem_lines(name, desc, cfg, explore, burn_in, truth, src, floor, stats,
+                           _budget_rows(curves, budgets), args),
+            dict(curves=curves, budgets=budgets, floor=floor, truth=truth))
+
+
+def _problem_lines(name, desc, cfg, explore, burn_in, truth, src, floor, stats, rows, args):
     def med(m, k):
         return float(np.median([x[k] for x in stats[m]]))
 
     norm_txt = ("||mean - truth||_2 / ||truth||_2" if args.rem == "l2"
                 else "sum |mean - truth| / sum |truth| (L1)")
-    lines = [f"### {name}", "", f"- {desc}",
-             f"- s = {cfg['n_hidden']}, step {cfg['step_size']}, L = {cfg['n_steps']} (drawn from "
-             f"1..L), {explore} exact exploration / burn-in iterations from the MAP, REM over the "
-             f"states after the first {burn_in}; {args.chains} independent chains per method",
-             f"- truth: posterior mean of {truth['n_iter']} exact-HMC draws ({src}); its own "
-             f"error is about REM {floor:.1e}",
-             f"- HMC: acceptance {med('HMC', 'acc'):.2f}, {med('HMC', 'per') * 1e3:.2f} ms/iter "
-             f"(medians over chains); RNS-HMC: acceptance {med('RNS-HMC', 'acc'):.2f}, "
-             f"{med('RNS-HMC', 'per') * 1e3:.2f} ms/iter, exploration + training "
-             f"{med('RNS-HMC', 'pre'):.1f} s (training {med('RNS-HMC', 'train'):.1f} s)",
-             "",
-             f"REM = {norm_txt} of the running posterior mean at each wall-time budget "
-             f"(exploration and training included): median and 5 % / 95 % quantiles over "
-             f"chains.", "",
-             markdown_table(["budget s", "HMC median", "HMC 5 %", "HMC 95 %", "RNS-HMC median",
-                             "RNS-HMC 5 %", "RNS-HMC 95 %", "chains (HMC / RNS)", "lower median"],
-                            rows)]
-    return "\n".join(lines), dict(curves=curves, budgets=budgets, floor=floor, truth=truth)
+    runs = "; ".join(f"{m}: acceptance {med(m, 'acc'):.2f}, {med(m, 'per') * 1e3:.2f} ms/iter"
+                     + ("" if m == "HMC" else f", exploration + training {med(m, 'pre'):.1f} s "
+                        f"(training {med(m, 'train'):.1f} s)") for m in METHODS)
+    head = ["budget s"] + [f"{m} {q}" for m in METHODS for q in ("median", "5 %", "95 %")]
+    return "\n".join([
+        f"### {name}", "", f"- {desc}",
+        f"- s = {cfg['n_hidden']}, step {cfg['step_size']}, L = {cfg['n_steps']} (drawn from "
+        f"1..L), {explore} exact exploration / burn-in iterations from the MAP, REM over the "
+        f"states after the first {burn_in}; {args.chains} independent chains per method; "
+        f"ARNS-HMC starts its network from the last 200 exploration states and updates it "
+        f"online",
+        f"- truth: posterior mean of {truth['n_iter']} exact-HMC draws ({src}); its own "
+        f"error is about REM {floor:.1e}",
+        f"- {runs} (medians over chains)", "",
+        f"REM = {norm_txt} of the running posterior mean at each wall-time budget "
+        f"(exploration and training included): median and 5 % / 95 % quantiles over "
+        f"chains.", "",
+        markdown_table(head + ["chains (" + " / ".join(METHODS) + ")", "lowest median"], rows)])
 
 
 def options(ap):

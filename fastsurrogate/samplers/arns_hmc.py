@@ -117,7 +117,7 @@ class ARNSHMC(RNSHMC):
         states (the paper's Algorithm 4).  While the surrogate is poor the
         chain rejects most proposals and its states repeat, so they carry
         little new information; the proposals fall where the surrogate is
-        wrong.  Measured (``reproduce rns-fig8 --quick``, the simulated
+        wrong.  Measured (``reproduce rns-fig7 --quick``, the simulated
         regression, d = 50): acceptance over iterations 1601-6400 about
         0.72 with proposals, 0.49 with states.  A divergent proposal (its
         energy error beyond ``max_energy_error``) lies far outside the
