@@ -224,7 +224,8 @@ def one_setting(target, args, png_name, first):
              f"{args.n_hidden} trained on grad U at HMC's first {args.n_record} draws", "",
              markdown_table(["method", "acceptance", "ESS min", "mean x1 (z)", "mean x2 (z)",
                              "sd x1 (z)", "sd x2 (z)", "paper"], sampler_rows(target, runs, first)),
-             "", "z: the difference from the exact value in MCSE units.", "",
+             "", "z: the difference from the exact value in MCSE units (with an ESS below "
+             "about 100 the MCSE, and so z, is itself rough).", "",
              f"#### A = {target.A:g}, B = {target.B:g}, C = {target.C:g}: the network's "
              "gradient field and leapfrog trajectories", "",
              markdown_table(["quantity", "ours", "paper"],

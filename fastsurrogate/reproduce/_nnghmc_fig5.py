@@ -32,6 +32,12 @@ Measured
   paper's count of "total units") and the training time.  PNG: the three
   loss curves (log scale), small solid, large dotted, block dashed as in
   the paper.
+
+Measured (full run, 61 s on the shared 2-vCPU AMD EPYC): after 100
+epochs the training losses are 1.02 (small), 0.40 (large) and 0.76
+(block), held-out relative gradient errors 0.115, 0.075 and 0.097: the
+block network passes the small one after about 20 epochs but stays above
+the large one, which the paper's Figure 5 shows it matching.
 """
 import time
 
