@@ -1,10 +1,14 @@
 """The NNgHMC paper (Li, Holbrook, Shahbaba & Baldi 2019, "Neural network
 gradient Hamiltonian Monte Carlo", Comput. Stat. 34): section 4.1 (the
-synthetic bananas and an ill-conditioned Gaussian), Tables 1-2 (efficiency
-on logistic regression, GARCH, GP regression), Table 5's census-income row
-(a9a) and Table 4 (network against
-GP gradients).  The code lives in ``_nnghmc_toy``, ``_nnghmc_tables``,
-``_nnghmc_table5`` and ``_nnghmc_table4`` (moved from bench/).
+synthetic bananas and an ill-conditioned Gaussian), Figures 2-5 (eq. 23's
+banana, the 30-d Gaussian, the prior swap, the block network's training
+loss), Tables 1-2 (efficiency on logistic regression, GARCH, GP
+regression), Figures 7-8 (GP regression), Table 3 and Figures 9-10
+(Laplace-prior logistic regression against SGHMC), Table 5's census-income
+row (a9a) and Table 4 (network against GP gradients).  The code lives in
+``_nnghmc_toy``, ``_nnghmc_fig2`` ... ``_nnghmc_fig9`` (their shared pieces
+in ``_nnghmc_figs``), ``_nnghmc_tables``, ``_nnghmc_table3``,
+``_nnghmc_table5`` and ``_nnghmc_table4``.
 """
 from ._plots import PlotSpec
 from ._table import Table
