@@ -402,13 +402,14 @@ def _acceptance_band(runs, args):
         med, lo, hi = f8.band(acc[:, k])
         points = min(args.n_start + (k + 1) * w, cap)
         rows.append([f"{points:g}", f"{med:.3f}", f"{lo:.3f}", f"{hi:.3f}", f"{hmc:.3f}"])
+        if points >= cap:               # the network is fixed from here on
+            break
     return rows
 
 
 def _band_lines(name, args, rows, n_runs):
-    return [f"#### {name} (a): ARNS-HMC's acceptance against the training points "
-            "(the paper's Figure 7)", "",
-            f"Mean acceptance probability of ARNS-HMC in windows of {args.window} iterations "
+    return [f"#### {name} (a): acceptance against the training points", "",
+            f"The paper's Figure 7.  Mean acceptance probability of ARNS-HMC in windows of {args.window} iterations "
             f"after the exploration, against the points its network has been fitted to by the "
             f"window's end ({args.n_start} exploration states, then one per iteration: every "
             f"non-divergent proposal"

@@ -96,8 +96,7 @@ TABLES = [
           missing="The paper's acceptance curves are drawn, not quoted; --quick leaves "
                   "RNS-HMC out (rns-fig8 runs it).",
           plots=tuple(p for k in range(4) for p in (
-              PlotSpec(f"acceptance-{k + 1}", "Figure 7: ARNS-HMC's acceptance against the "
-                       "training points, {section}", "training points",
+              PlotSpec(f"acceptance-{k + 1}", "Figure 7: ARNS-HMC, {section}", "training points",
                        ("ARNS-HMC median", "exact HMC"),
                        bands=(("ARNS-HMC 5 %", "ARNS-HMC 95 %"),), table=3 * k,
                        ylabel="acceptance (median, 5-95 % band)",
