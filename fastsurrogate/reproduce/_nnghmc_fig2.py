@@ -58,7 +58,7 @@ def options(ap):
                     help="eq. 23's A, B, C, three numbers per setting")
     ap.add_argument("--n-draws", type=int, default=5000)
     ap.add_argument("--n-record", type=int, default=1000,
-                    help="exact iterations whose gradients train the network")
+                    help="HMC's first draws, whose gradients train the network")
     ap.add_argument("--n-hidden", type=int, default=100)
     ap.add_argument("--step-size", type=float, default=0.1)
     ap.add_argument("--n-steps", type=int, default=5)

@@ -32,6 +32,11 @@ hyper-parameter draws (every ``--thin``-th draw), at t = -2, -1, 0, 1, 2,
 with z between the samplers over the MCSE of the per-draw predictive
 means.  PNG: per-draw predictive means (grey) and their average, HMC left,
 NNgHMC right.
+
+Measured (full run, 470 s on the shared 2-vCPU AMD EPYC at load 3-4, one
+BLAS thread): acceptance 0.948 (HMC) and 0.951 (NNgHMC) against Table 2's
+0.83 and 0.84; |z| at most 2.7 over the two hyper-parameters' means and
+sds, 1.2 over the predictive means and sds at t = -2 .. 2.
 """
 import functools
 import time
