@@ -45,7 +45,7 @@ def test_banana23_gradient_and_moments():
 
 
 def test_fig2_tiny_run(tmp_path):
-    text = run_table("nnghmc-fig2", ["--n-draws", "800", "--n-record", "400", "--abc", "10",
+    text = run_table("nnghmc-fig2", ["--n-draws", "600", "--n-record", "300", "--abc", "10",
                                      "0.1", "10", "--trajectory-steps", "40"],
                      out=str(tmp_path))
     hmc, nng = _rows(text, "HMC"), _rows(text, "NNgHMC")
