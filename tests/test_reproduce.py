@@ -247,3 +247,23 @@ def test_nnghmc_tables_rows_carry_the_papers_figures():
         got = [ln for ln in out.splitlines() if ln.startswith("| ")][1:]
         for line, fig in zip(got, figures):
             assert fig in line.rsplit("|", 2)[-2] and "n/a" not in line, (table, line)
+
+
+def test_list_covers_every_table_and_figure_of_the_papers(capsys):
+    """Every table and figure of the three papers (8 figures and Table 1 of
+    RNS-HMC, 5 figures of VHMC, 10 figures and 5 tables of NNgHMC) is run by
+    a table named as the paper numbers it, or --list says why it is not."""
+    from fastsurrogate.reproduce import NOT_REPRODUCED, PAPER_ITEMS, coverage
+    cov = coverage()
+    assert sum(map(len, PAPER_ITEMS.values())) == len(cov) == 29
+    for (paper, item), names in cov.items():
+        assert names or (paper, item) in NOT_REPRODUCED, (paper, item)
+        kind, k = item.split()
+        short = {"RNS-HMC paper": "rns", "VHMC paper": "vhmc", "NNgHMC paper": "nnghmc"}[paper]
+        own = f"{short}-{'fig' if kind == 'Figure' else 'table'}{k}"
+        assert not names or own in names or kind == "Table", (item, names)
+    assert reproduce_main(["--list"]) == 0
+    out = capsys.readouterr().out
+    assert "not reproduced here yet" not in out
+    for paper, item in NOT_REPRODUCED:
+        assert f"{paper}, {item}: not reproduced: " in out

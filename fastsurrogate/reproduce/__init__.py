@@ -19,6 +19,7 @@ tables whose data files are absent from the data folder
 import argparse
 import importlib
 import os
+import re
 import sys
 import time
 import traceback
@@ -30,7 +31,7 @@ from ._paper import SOURCES, add_paper_column
 from ._plots import plot_report
 from ._report import log, machine_line
 
-__all__ = ["Table", "TABLES", "run_table", "main"]
+__all__ = ["Table", "TABLES", "run_table", "main", "coverage", "PAPER_ITEMS", "NOT_REPRODUCED"]
 
 
 _NO_PAPER = ("None of this figure's values are quoted in this project's texts, so the "
@@ -49,6 +50,42 @@ def _collect():
 
 
 TABLES = _collect()
+
+# every table and figure of the three papers, by the papers' numbering
+PAPER_ITEMS = {
+    "RNS-HMC paper": [f"Figure {k}" for k in range(1, 9)] + ["Table 1"],
+    "VHMC paper": [f"Figure {k}" for k in range(1, 6)],
+    "NNgHMC paper": [f"Figure {k}" for k in range(1, 11)] + [f"Table {k}" for k in range(1, 6)],
+}
+# the ones no table runs, and why
+NOT_REPRODUCED = {
+    ("NNgHMC paper", "Figure 1"): "a schematic of the cost of sampling before and after the "
+                                  "network takes over (a drawing, no data or numbers)",
+}
+
+
+def _items_of(table):
+    """(paper, item) pairs that ``table`` reproduces, read from its ``paper``
+    string: "..., Figure 3", "..., Tables 1-2", "..., Table 5 (census income)"."""
+    paper = next((p for p in PAPER_ITEMS if table.paper.startswith(p)), None)
+    if paper is None or "not a figure of the paper" in table.paper:
+        return []
+    head = table.paper.split("), ", 1)[1] if "), " in table.paper else ""
+    m = re.match(r"(Figure|Table)s? (\d+)(?:-(\d+))?(?! baselines)\b", head)
+    if m is None or " baselines" in head:
+        return []
+    lo, hi = int(m.group(2)), int(m.group(3) or m.group(2))
+    return [(paper, f"{m.group(1)} {k}") for k in range(lo, hi + 1)]
+
+
+def coverage():
+    """{(paper, item): [table names]} for every table and figure of the three
+    papers (an empty list: not reproduced, see ``NOT_REPRODUCED``)."""
+    out = {(p, item): [] for p, items in PAPER_ITEMS.items() for item in items}
+    for t in TABLES.values():
+        for key in _items_of(t):
+            out[key].append(t.name)
+    return out
 
 
 def _parser(table):
@@ -122,6 +159,10 @@ def _list():
     for t in TABLES.values():
         note = f"  [needs {', '.join(t.needs)}]" if t.needs else ""
         lines.append(f"{t.name.ljust(w)}  {t.paper}: {t.title}{note}")
+    for (paper, item), names in coverage().items():
+        if not names:
+            why = NOT_REPRODUCED.get((paper, item), "not reproduced here yet")
+            lines.append(f"{'-'.ljust(w)}  {paper}, {item}: not reproduced: {why}")
     return "\n".join(lines)
 
 

@@ -73,6 +73,11 @@ TABLES = [
           quick=dict(problems=["garch", "gpreg"]),
           missing="Table 5's census-income row (a9a, UCI Adult) is the table nnghmc-table5; "
                   "Table 5's other real-data rows need data we do not have."),
+    Table("nnghmc-fig6", PAPER + ", Figure 6", "the GARCH(2, 1) series of section 4.3 "
+          "(1000 observations, the one nnghmc-tables fits): summary statistics beside the "
+          "model's, and the series with its conditional sd", "._nnghmc_fig6",
+          paper_figures="The paper plots the series and gives no number; it does not state "
+                        "the coefficients it simulated with."),
     Table("nnghmc-fig7", PAPER + ", Figure 7", "GP regression (section 4.3): the "
           "hyper-parameters' posteriors under exact HMC and NNgHMC", "._nnghmc_fig7",
           quick=dict(n_obs=200, n_draws=300, burn_in=30, n_record=30, thin=5),
