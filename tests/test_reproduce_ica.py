@@ -105,7 +105,60 @@ def test_fig5_tiny_run_writes_the_table(tmp_path, monkeypatch):
             "--budgets", "0.5", "1", "--threads", "1", "--n-steps", "4"]
     text = run_table("vhmc-fig5", argv, out=str(tmp_path / "out"))
     assert "exact HMC Amari to W0" in text and "VHMC Amari to W0" in text
+    assert "SGLD Amari to W0" in text and "- SGLD: " in text
     assert "Amari-distance floor" in text and "computed in" in text
     assert (tmp_path / "out" / "vhmc-fig5.md").exists()
     text2 = run_table("vhmc-fig5", argv, out=str(tmp_path / "out"))
     assert "(cached " in text2
+
+
+# ---- SGLD (fastsurrogate/reproduce/_vhmc_fig5_sgld.py) ----------------------------
+
+def test_sgld_minibatch_gradient_averages_to_the_full_gradient():
+    from fastsurrogate.reproduce import _vhmc_fig5_sgld as sgld
+    X, _, W_true = fs.datasets.simulate_ica(n=600, d=3, seed=2)
+    model = fs.models.ICA(X, prior_var=100.0)
+    W = W_true + 0.1 * np.random.default_rng(0).standard_normal((3, 3))
+    full = model.grad(W.ravel()).reshape(3, 3)
+    # one batch of every row is the model's own gradient
+    np.testing.assert_allclose(sgld.ica_minibatch_grad(W, X, 600, 100.0), full,
+                               rtol=1e-10, atol=1e-8)
+    # the mean over a partition into 6 batches of 100 (shuffled) is too
+    perm = np.random.default_rng(1).permutation(600)
+    parts = [sgld.ica_minibatch_grad(W, X[perm[i:i + 100]], 600, 100.0)
+             for i in range(0, 600, 100)]
+    np.testing.assert_allclose(np.mean(parts, axis=0), full, rtol=1e-10, atol=1e-8)
+    # and one batch alone is not (the estimate is noisy)
+    assert np.max(np.abs(parts[0] - full)) > 1e-3
+    # central finite differences of U
+    h = 1e-6
+    fd = [(model.value(W.ravel() + h * e) - model.value(W.ravel() - h * e)) / (2 * h)
+          for e in np.eye(9)]
+    np.testing.assert_allclose(full.ravel(), fd, rtol=1e-5, atol=1e-4)
+
+
+def test_sgld_step_sizes_decrease_as_a_power():
+    from fastsurrogate.reproduce._vhmc_fig5_sgld import sgld_step_sizes
+    eps = sgld_step_sizes(2.0, 10.0, np.arange(0, 1000, 10))
+    assert eps[0] == pytest.approx(2.0 * 10.0 ** -0.55)
+    assert np.all(np.diff(eps) < 0)
+    assert sgld_step_sizes(2.0, 10.0, 90) / sgld_step_sizes(2.0, 10.0, 0) == pytest.approx(
+        10.0 ** -0.55)
+
+
+def test_sgld_tiny_run_stays_near_the_posterior():
+    # 2 channels, 400 rows: from the Laplace mean, 3000 iterations of batch
+    # 50 at half the stability limit; the mean of the iterates within 1
+    # posterior sd (Laplace) of the Laplace mean on every entry (seeds 3-7:
+    # at most 0.13)
+    from fastsurrogate.reproduce._vhmc_fig5_sgld import sgld_ica
+    model, lap = _small_ica()
+    eps0 = 2.0 * np.linalg.eigvalsh(lap.cov).min()
+    out = sgld_ica(np.asarray(model.X), 100.0, lap.mean, eps0 * 1000.0 ** 0.55, 1000.0, 50,
+                   60.0, np.random.default_rng(3), block=20, max_iter=3000)
+    assert out["n_iter"] == 3000 and out["block_means"].shape == (150, 4)
+    assert np.all(np.diff(out["times"]) >= 0)
+    assert out["eps_first"] == pytest.approx(eps0) and out["eps_last"] < eps0
+    sd = np.sqrt(np.diag(lap.cov))
+    z = (out["block_means"].mean(axis=0) - lap.mean) / sd
+    assert np.all(np.abs(z) < 1.0), z
