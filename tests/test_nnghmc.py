@@ -92,7 +92,7 @@ def test_schedule_switches_after_a_successful_trial():
 def test_schedule_retrains_after_a_failed_trial():
     model = fs.models.Gaussian(np.zeros(3), np.diag([1.0, 2.0, 4.0]))
     trainer = FailsFirst()
-    res = fs.NNGHMC(model, n_steps=8, trainer=trainer, n_hidden=17, blocks=3,
+    res = fs.NNGHMC(model, n_steps=8, trainer=trainer, n_hidden=17, blocks=3, start="affine",
                     train_start=100, train_every=50, trial_length=30).sample(
         500, n_warmup=300, chains=1, seed=4, progress=False)
     ev = res.info["events"]
@@ -104,17 +104,19 @@ def test_schedule_retrains_after_a_failed_trial():
     opts = trainer.calls[0][1]
     assert opts["n_hidden"] == 17 and opts["blocks"] == 3 and isinstance(opts["seed"], int)
     assert trainer.calls[0][1]["seed"] != trainer.calls[1][1]["seed"]
-    # the first training starts from the affine fit, the retraining from the
-    # previous network (warm start)
+    # start="affine": the first training starts from the affine fit, the
+    # retraining from the previous network (warm start)
     assert isinstance(trainer.calls[0][1]["init"], fs.surrogates.GradientNetwork)
     assert isinstance(trainer.calls[1][1]["init"], fs.Potential)
     assert not isinstance(trainer.calls[1][1]["init"], fs.surrogates.GradientNetwork)
     assert np.bincount(res.info["warmup_stage"]).tolist() == [60, 90, 60]
-    random = FailsFirst()
-    fs.NNGHMC(model, n_steps=8, trainer=random, start="random", train_start=100,
+    random = FailsFirst()         # the default start: the trainer's own
+    fs.NNGHMC(model, n_steps=8, trainer=random, train_start=100,
               train_every=50, trial_length=30).sample(10, n_warmup=300, chains=1, seed=4,
                                                                    progress=False)
     assert "init" not in random.calls[0][1] and "init" in random.calls[1][1]
+    # a user's trainer is not handed the built-in trainer's optimizer
+    assert "method" not in random.calls[0][1]
 
 
 def test_affine_start_network_is_the_least_squares_fit():

@@ -60,6 +60,8 @@ def options(ap):
     ap.add_argument("--n-record", type=int, default=1000,
                     help="HMC's first draws, whose gradients train the network")
     ap.add_argument("--n-hidden", type=int, default=100)
+    ap.add_argument("--optimizer", choices=["adam", "lbfgs"], default="lbfgs",
+                    help="the network's trainer: Adam (the paper's) or L-BFGS")
     ap.add_argument("--step-size", type=float, default=0.1)
     ap.add_argument("--n-steps", type=int, default=5)
     ap.add_argument("--steps", choices=["random", "fixed"], default="random")
@@ -156,7 +158,7 @@ def run(target, args):
     runs = {"HMC": fs.sample(model, method="hmc", **hmc)}
     Q = runs["HMC"].draws[0, :args.n_record]
     net = fit_gradient_network(Q, target.u_and_grad(Q)[1], n_hidden=args.n_hidden,
-                               seed=args.seed)
+                               seed=args.seed, method=args.optimizer)
     log(f"  NNgHMC: {args.n_draws} draws driven by the network ...")
     runs["NNgHMC"] = fs.sample(model, method="nnghmc", surrogate=net,
                                **dict(hmc, seed=args.seed + 1))

@@ -48,6 +48,8 @@ def options(ap):
     ap.add_argument("--n-record", type=int, default=50,
                     help="exact iterations after the burn-in whose leapfrog steps train")
     ap.add_argument("--n-hidden", type=int, default=100)
+    ap.add_argument("--optimizer", choices=["adam", "lbfgs"], default="lbfgs",
+                    help="the network's trainer: Adam (the paper's) or L-BFGS")
     ap.add_argument("--step-size", type=float, default=0.5)
     ap.add_argument("--n-steps", type=int, default=100)
     ap.add_argument("--steps", choices=["random", "fixed"], default="random")
@@ -74,7 +76,8 @@ def run(args):
     log(f"  NNgHMC: {args.burn_in} burn-in, {args.n_record} recorded, training, "
         f"{args.n_draws} draws ...")
     runs["NNgHMC"] = one_training(model, args.n_record, args.n_draws, init, args.seed + 1,
-                                  args.n_hidden, burn_in=args.burn_in, **hmc)
+                                  args.n_hidden, burn_in=args.burn_in,
+                                  optimizer=args.optimizer, **hmc)
     return var, runs
 
 

@@ -63,6 +63,8 @@ def options(ap):
     ap.add_argument("--burn-in", type=int, default=PROBLEMS["gpreg"]["burn_in"])
     ap.add_argument("--n-record", type=int, default=PROBLEMS["gpreg"]["explore"])
     ap.add_argument("--thin", type=int, default=10, help="Figure 8: every THIN-th draw")
+    ap.add_argument("--optimizer", choices=["adam", "lbfgs"], default="lbfgs",
+                    help="the network's trainer: Adam (the paper's) or L-BFGS")
     ap.add_argument("--seed", type=int, default=2019)
 
 
@@ -70,7 +72,7 @@ fig8_options = options
 
 
 @functools.lru_cache(maxsize=2)
-def runs(seed, n_obs, n_draws, burn_in, n_record):
+def runs(seed, n_obs, n_draws, burn_in, n_record, optimizer="adam"):
     """The model and both samplers' results: (model, {name: Result})."""
     cfg = PROBLEMS["gpreg"]
     model = build("gpreg", seed, 1)
@@ -87,7 +89,7 @@ def runs(seed, n_obs, n_draws, burn_in, n_record):
                                 progress=False, **hmc)}
         log(f"  NNgHMC: {burn_in} burn-in, {n_record} recorded, training, {n_draws} draws ...")
         out["NNgHMC"] = one_training(model, n_record, n_draws, q0, seed + 1, cfg["n_hidden"],
-                                     burn_in=burn_in, **hmc)
+                                     burn_in=burn_in, optimizer=optimizer, **hmc)
     return model, out
 
 
@@ -95,7 +97,8 @@ def _runs(args):
     if min(args.n_draws, args.n_record, args.thin) < 1 or args.burn_in < 0 or args.n_obs < 2:
         raise ValueError("--n-draws, --n-record and --thin must be >= 1, --burn-in >= 0, "
                          "--n-obs >= 2")
-    return runs(args.seed, args.n_obs, args.n_draws, args.burn_in, args.n_record)
+    return runs(args.seed, args.n_obs, args.n_draws, args.burn_in, args.n_record,
+                args.optimizer)
 
 
 def z_rows(labels, values):
