@@ -75,6 +75,16 @@ def _check_iterations(name, value):
     return value
 
 
+def _check_training(start: str, optimizer: str, activation: str) -> tuple[str, str]:
+    """NNgHMC's ``start`` and ``optimizer``, checked (a tanh network has no
+    exact affine start: tanh(t) - tanh(-t) is not linear)."""
+    if start not in ("affine", "random"):
+        raise ValueError(f'start must be "affine" or "random", got {start!r}')
+    if optimizer not in ("adam", "lbfgs"):
+        raise ValueError(f'optimizer must be "adam" or "lbfgs", got {optimizer!r}')
+    return ("random" if activation == "tanh" else start), optimizer
+
+
 def _check_fraction(name: str, value: float, upper: float = 1.0) -> float:
     """``value`` as a float in [0, upper) (finite)."""
     v = check_number(name, value)
@@ -251,14 +261,7 @@ class NNGHMC(HMC):
         self.switch_fraction = _check_fraction("switch_fraction", switch_fraction, np.inf)
         self.record_every = check_int("record_every", record_every, 1)
         self.max_train = None if max_train is None else check_int("max_train", max_train, 2)
-        if start not in ("affine", "random"):
-            raise ValueError(f'start must be "affine" or "random", got {start!r}')
-        if optimizer not in ("adam", "lbfgs"):
-            raise ValueError(f'optimizer must be "adam" or "lbfgs", got {optimizer!r}')
-        self.optimizer = optimizer
-        if start == "affine" and activation == "tanh":
-            start = "random"       # tanh(t) - tanh(-t) is not linear: no exact affine start
-        self.start = start
+        self.start, self.optimizer = _check_training(start, optimizer, activation)
         self.warm_start = check_flag("warm_start", warm_start)
         if trainer is not None and not callable(trainer):
             raise TypeError(f"trainer must be callable, got {type(trainer).__name__}")
