@@ -45,6 +45,12 @@ of the whole run (including Laplace, warm-up, training).
 
 Bars (issue 4): VHMC's REM below tuned exact HMC's at the first budget; VHMC's
 time-normalised mean ESS at least 10x HMC's.
+
+Second part, the paper's own drawing (``_vhmc_fig4_sweep``): one run of T =
+``--sweep-budget`` seconds (default 300) per algorithm and setting (HMC L =
+50..1, VHMC L = 50..5, SGLD step 2e-3..1e-5, batch 500), REM and REC at T
+against the same truth, against the time-normalised mean ESS, as a table and
+a scatter PNG; ``--no-sweep`` skips it.
 """
 import argparse
 import os
@@ -55,7 +61,8 @@ import numpy as np
 
 import fastsurrogate as fs
 from ._report import cache_dir, cpu_model, log, machine_line  # noqa: F401
-from fastsurrogate.diagnostics import relative_error_mean, relative_error_cov, ess_bulk, mcse_mean
+from fastsurrogate.diagnostics import relative_error_mean, ess_bulk, mcse_mean
+from ._vhmc_fig4_sweep import errors_at, sweep_options, sweep_report
 
 
 
@@ -90,12 +97,7 @@ def clock(res, pre):
     return start + float(t["sample"]) * np.arange(1, n + 1) / n
 
 
-def at_budget(draws, times, budget, truth):
-    k = int(np.searchsorted(times, budget, side="right"))
-    if k < 10:
-        return k, None, None
-    used = draws[:k]
-    return k, relative_error_mean(used, truth["mean"]), relative_error_cov(used, truth["cov"])
+at_budget = errors_at     # (draws done by the budget, REM, REC) of one chain
 
 
 def options(ap):
@@ -109,6 +111,7 @@ def options(ap):
     ap.add_argument("--proj-seed", type=int, default=2017)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--cache", metavar="FILE")
+    sweep_options(ap)
 
 
 def reproduce(args):
@@ -125,6 +128,7 @@ def reproduce(args):
     L = ["# VHMC paper, Figure 4: a9a-50, REM / REC at fixed wall time, VHMC vs exact HMC", ""]
     L += _settings_lines(prob, runs, ess, args, budgets, t_start)
     L += _budget_table(rows) + _ess_table(runs, ess) + _bars(rows, ess, budgets)
+    L += sweep_report(prob, runs, args)
     report = "\n".join(L) + "\n"
     return report
 
