@@ -150,6 +150,11 @@ class build_ext_after_clib(build_ext):
     and pip run build_clib before build_ext anyway, `setup.py build_ext
     --inplace` alone would not (run_command runs it once either way)."""
 
+    def finalize_options(self):
+        super().finalize_options()
+        if self.parallel is None:          # compile the extensions on every core
+            self.parallel = os.cpu_count() or 1
+
     def run(self):
         if self.distribution.has_c_libraries():
             self.run_command("build_clib")
@@ -179,7 +184,10 @@ DIRECTIVES = dict(
 
 setup(
     ext_modules=cythonize(EXTENSIONS, compiler_directives=DIRECTIVES,
-                          include_path=[HERE]),
+                          include_path=[HERE],
+                          # in parallel where multiprocessing forks (elsewhere
+                          # its workers would import this script again)
+                          nthreads=(os.cpu_count() or 1) if sys.platform == "linux" else 0),
     libraries=LIBRARIES,
     cmdclass={"build_py": build_py_with_headers, "build_clib": build_clib_by_flags,
               "build_ext": build_ext_after_clib},
