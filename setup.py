@@ -150,11 +150,6 @@ class build_ext_after_clib(build_ext):
     and pip run build_clib before build_ext anyway, `setup.py build_ext
     --inplace` alone would not (run_command runs it once either way)."""
 
-    def finalize_options(self):
-        super().finalize_options()
-        if self.parallel is None:          # compile the extensions on every core
-            self.parallel = os.cpu_count() or 1
-
     def run(self):
         if self.distribution.has_c_libraries():
             self.run_command("build_clib")
