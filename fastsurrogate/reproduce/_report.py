@@ -34,6 +34,20 @@ def machine_line():
             f"fastsurrogate {fs.__version__}")
 
 
+def machine_lines():
+    """The machine and versions as two Markdown list lines, with the load average."""
+    model = cpu_model()
+    load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",) * 3
+    return [
+        f"- machine: platform.processor() = {platform.processor()!r}, "
+        f"os.cpu_count() = {os.cpu_count()}, machine = {platform.machine()}, "
+        f"cpu model = {model or 'unknown'}",
+        f"- python {platform.python_version()}, numpy {np.__version__}, "
+        f"fastsurrogate {fs.__version__}; load average at start "
+        f"{', '.join(f'{x:.2f}' if isinstance(x, float) else x for x in load)}",
+    ]
+
+
 def cache_dir():
     """Where long ground-truth runs are cached: ``$FASTSURROGATE_CACHE``, else
     ``~/.cache/fastsurrogate`` (``$XDG_CACHE_HOME`` honoured)."""

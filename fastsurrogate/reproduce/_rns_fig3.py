@@ -53,29 +53,15 @@ one seed on a shared machine.
 import argparse
 import math
 import os
-import platform
 import time
 
 import numpy as np
 
 import fastsurrogate as fs
-from ._report import cache_dir, cpu_model, log, machine_line  # noqa: F401
+from ._report import cache_dir, cpu_model, log, machine_line, machine_lines  # noqa: F401
 
 DIM = 32
 STUCK = 0.05          # acceptance below this: the chain is (nearly) stuck
-
-
-def machine_lines():
-    model = cpu_model()
-    load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",) * 3
-    return [
-        f"- machine: platform.processor() = {platform.processor()!r}, "
-        f"os.cpu_count() = {os.cpu_count()}, machine = {platform.machine()}, "
-        f"cpu model = {model or 'unknown'}",
-        f"- python {platform.python_version()}, numpy {np.__version__}, "
-        f"fastsurrogate {fs.__version__}; load average at start "
-        f"{', '.join(f'{x:.2f}' if isinstance(x, float) else x for x in load)}",
-    ]
 
 
 def make_target():

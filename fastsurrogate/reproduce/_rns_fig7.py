@@ -80,31 +80,16 @@ gives ARNS-HMC's window means against the training points, median and
 import argparse
 import math
 import os
-import platform
 import time
 
 import numpy as np
 
 import fastsurrogate as fs
 from . import _rns_fig8 as f8
-from ._report import (cache_dir, cpu_model, log, machine_line,  # noqa: F401
+from ._report import (cache_dir, cpu_model, log, machine_line, machine_lines,  # noqa: F401
                       markdown_table, problems_report)
 from ._rns_fig8 import PROBLEMS, missing_data
 from ._rns_table1 import ARNS
-
-
-
-
-def machine_lines():
-    model = cpu_model()
-    return [
-        f"- machine: platform.processor() = {platform.processor()!r}, "
-        f"os.cpu_count() = {os.cpu_count()}, machine = {platform.machine()}, "
-        f"cpu model = {model or 'unknown'}",
-        f"- python {platform.python_version()}, numpy {np.__version__}, "
-        f"fastsurrogate {fs.__version__}; load average at start "
-        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}",
-    ]
 
 
 def truth_key(args):
