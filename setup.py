@@ -74,31 +74,57 @@ if SANITIZE:
 
 NP_RANDOM_LIB = os.path.join(os.path.dirname(np.__file__), "random", "lib")
 
-# The code every extension uses (csrc/fs_common.c: status messages, the
-# scratch pool) is compiled once, into a static library that each extension
-# links (build_clib): with the extensions' flags (sanitizers included) and
-# position-independent code, since it ends up inside shared objects.
+# C sources that more than one extension needs are compiled once, into static
+# libraries that the extensions link (build_clib), with the extensions' flags
+# (sanitizers included) and position-independent code, since they end up
+# inside shared objects.  Each extension takes from an archive only the
+# objects it references; a source listed by two extensions would otherwise
+# be compiled twice, and in a parallel build_ext (-j) the two compilations
+# race on one object file.
+#   fs_common: status messages, the scratch pool (every extension)
+#   fs_chain: adaptation, transitions, the HMC / NUTS / surrogate chain loops
+#             (core._hmc, core._rmhmc)
+#   fs_glm: the data-sum GLM kernels (models._glm, core._rmhmc, core._sg)
+#   fs_network: random-network kernels (surrogates._network, core._rmhmc)
 LIB_CFLAGS = CFLAGS + ([] if sys.platform == "win32" else ["-fPIC"])
-LIBRARIES = [("fs_common", {
-    "sources": [os.path.join(CSRC, "fs_common.c")],
-    "include_dirs": [CSRC],
-    "cflags": LIB_CFLAGS,
-    "obj_deps": {"": [os.path.join(CSRC, "fs_common.h")]},
-})]
+
+
+def _library(name, sources):
+    return (name, {
+        "sources": [os.path.join(CSRC, s) for s in sources],
+        "include_dirs": [CSRC],
+        "cflags": LIB_CFLAGS,
+        # every header: a change to one rebuilds the library
+        "obj_deps": {"": sorted(os.path.join(CSRC, f) for f in os.listdir(CSRC)
+                                if f.endswith(".h"))},
+    })
+
+
+# in link order: a library before the ones it uses
+LIBRARIES = [
+    _library("fs_chain", ["fs_adapt.c", "fs_transition.c", "fs_hmc.c", "fs_nuts.c",
+                          "fs_surrogate.c"]),
+    _library("fs_glm", ["fs_glm.c"]),
+    _library("fs_network", ["fs_network.c"]),
+    _library("fs_common", ["fs_common.c"]),
+]
 
 
 def ext(name, sources, rng=False):
     """The extension fastsurrogate.<name> ("core._hmc") from <name>.pyx and csrc/
-    sources; every extension also links the LIBRARIES above (build_ext_after_clib)."""
+    sources; every extension also links the LIBRARIES above (built first by
+    build_ext_after_clib), before NumPy's random library (fs_transition.c
+    draws from it)."""
     kw = dict(
         include_dirs=[CSRC, np.get_include()],
         extra_compile_args=CFLAGS,
         extra_link_args=LDFLAGS,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        libraries=[lib for lib, _ in LIBRARIES],
     )
     if rng:
         kw["library_dirs"] = [NP_RANDOM_LIB]
-        kw["libraries"] = ["npyrandom", "m"]
+        kw["libraries"] += ["npyrandom", "m"]
     srcs = [f"fastsurrogate/{name.replace('.', '/')}.pyx"] + [os.path.join(CSRC, s) for s in sources]
     return Extension(f"fastsurrogate.{name}", srcs, **kw)
 
@@ -107,21 +133,18 @@ ALL_EXTENSIONS = [
     # core: the contract, the chain loop, BLAS
     ext("core._blas", []),
     ext("core._potential", ["fs_compose.c"]),
-    ext("core._hmc", ["fs_adapt.c", "fs_transition.c", "fs_hmc.c", "fs_nuts.c",
-                      "fs_surrogate.c"], rng=True),
+    ext("core._hmc", [], rng=True),
     # Riemannian-manifold HMC: metrics and the generalized leapfrog
-    ext("core._rmhmc", ["fs_adapt.c", "fs_transition.c", "fs_hmc.c", "fs_nuts.c",
-                        "fs_surrogate.c", "fs_rmhmc.c",
-                        "fs_metrics.c", "fs_glm.c", "fs_network.c"], rng=True),
+    ext("core._rmhmc", ["fs_rmhmc.c", "fs_metrics.c"], rng=True),
     # models: data-sum GLM kernels and the other compiled models
-    ext("models._glm", ["fs_glm.c"]),
+    ext("models._glm", []),
     # stochastic-gradient baselines (SGLD, SGHMC) on GLM minibatches
-    ext("core._sg", ["fs_glm.c", "fs_sg.c"], rng=True),
+    ext("core._sg", ["fs_sg.c"], rng=True),
     ext("models._models", ["fs_models.c", "fs_garch.c", "fs_gpreg.c"]),
     ext("models._papers", ["fs_papers.c"]),
     ext("models._pde", ["fs_pde.c"]),
     # surrogates: random networks, their online trainers, gradient networks
-    ext("surrogates._network", ["fs_network.c"]),
+    ext("surrogates._network", []),
     ext("surrogates._online", ["fs_greville.c", "fs_smw.c"]),
     ext("surrogates._mlp", ["fs_mlp.c"]),
 ]
@@ -148,7 +171,14 @@ class build_clib_by_flags(build_clib):
 class build_ext_after_clib(build_ext):
     """build_ext that builds the static LIBRARIES first: `setup.py build`
     and pip run build_clib before build_ext anyway, `setup.py build_ext
-    --inplace` alone would not (run_command runs it once either way)."""
+    --inplace` alone would not (run_command runs it once either way).
+    The extensions compile on every core: no two of them share a source
+    (test_packaging checks it), so no two compilations write one object file."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if self.parallel is None:
+            self.parallel = os.cpu_count() or 1
 
     def run(self):
         if self.distribution.has_c_libraries():
