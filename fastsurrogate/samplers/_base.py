@@ -432,8 +432,8 @@ class Sampler:
         checkpoint : str or os.PathLike, optional
             Save the run's state to this file (atomically: a versioned ``.npz``
             with a JSON header, no pickle) every ``checkpoint_every`` iterations of
-            each chain, at a chunk boundary; after Ctrl-C or an exception it holds
-            the last boundary, which ``resume=`` continues.
+            each chain, at a chunk boundary; after Ctrl-C, an exception or a kill it
+            holds the last boundary, which ``resume=`` continues (any executor below).
         checkpoint_every : int, optional
             Iterations per chain between checkpoints (1000, or a quarter of a shorter run).
         resume : str, os.PathLike or Result, optional
@@ -446,7 +446,8 @@ class Sampler:
             Where the per-chain phases run (a ThreadPoolExecutor, ProcessPoolExecutor
             or Dask cluster; default: threads for compiled potentials, in turn for
             Python ones); training on pooled chains stays in this process.  Same seed,
-            same draws, whatever the executor (:mod:`fastsurrogate.samplers._executors`).
+            same draws and checkpoints whatever the executor; other Executors take no
+            ``checkpoint=`` (ValueError; :mod:`fastsurrogate.samplers._executors`).
 
         Returns
         -------
@@ -492,9 +493,7 @@ class Sampler:
         executor = _executors.check_executor(executor, self)
         make_checkpointer = None
         if checkpoint is not None or resume is not None:
-            if executor is not None and not isinstance(executor, ThreadPoolExecutor):
-                raise ValueError("checkpoint= and resume= need the chains in this process "
-                                 "(executor=None or a ThreadPoolExecutor)")
+            _executors.check_checkpointing(executor)
             generators, make_checkpointer = _checkpoint.setup(
                 self, n_draws=n_draws, n_warmup=n_warmup, chains=chains,
                 keep_warmup=keep_warmup, generators=generators, checkpoint=checkpoint,

@@ -45,12 +45,33 @@ spans, at every span end; everything at the snapshot).  Python work that a
 replayed span's pause asks for (a batch re-solve) is skipped when
 ``ctx.replayed``: the snapshot's full state replaces its result.
 
+Chains in other processes
+-------------------------
+With ``executor=`` a ProcessPoolExecutor or a Dask Client
+(samplers/_executors.py) each chain's phase runs elsewhere.  The chain's
+:class:`_ChainLog` goes with it, pickled with its state (so the log's trace
+dicts are the chain's arrays there), inside a :class:`RemoteCheckpointer`:
+the same hooks (:class:`_Hooks`), so ``run_span`` is unchanged and a
+resume's replay happens there too.  At a boundary it sends the chain's
+payload (:func:`_payload`: the snapshot, the spans before it and the trace
+rows up to it, pickled) through a channel to the calling process, whose
+:class:`Checkpointer` keeps it (:meth:`Checkpointer.merge`, newest per
+chain) and writes one file of every chain as above.  When the phase
+returns, the chain's log comes back with its state and replaces the local
+one (:meth:`Checkpointer.returned`), so later phases, here or elsewhere, go
+on from it.  Tracked trainers and hooks, whose C state does not pickle,
+stay behind with the phase and the log keeps their last state
+(:class:`_Frozen`).  Where a phase runs changes neither the draws nor the
+snapshots: the file is the one a run in threads writes, and either kind of
+run resumes the other's.
+
 RMHMC / SG chains have no saved state yet: those runs are refused with a
 ValueError (``Sampler.checkpoint_support``).
 """
 
 import hashlib
 import os
+import pickle
 import threading
 import warnings
 
@@ -60,8 +81,8 @@ from ..core._hmc import Chain, LowRankMetric
 from ..core._npz import read_npz, write_npz
 from ._checks import check_int
 
-__all__ = ["FORMAT", "VERSION", "Checkpointer", "load", "setup", "continuation",
-           "continued_chains"]
+__all__ = ["FORMAT", "VERSION", "Checkpointer", "RemoteCheckpointer", "load", "setup",
+           "continuation", "continued_chains"]
 
 FORMAT = "fastsurrogate-checkpoint"
 VERSION = 1
@@ -226,6 +247,15 @@ class _ChainLog:
         self.objects = []        # tracked objects (ChainContext.track), in order
         self.replayed = False    # the last span was replayed whole
 
+    def __getstate__(self):
+        # the id map is this process's: rebuilt from the traces where the log
+        # lands (pickled with the chain's state, so the traces are its arrays)
+        return {k: v for k, v in self.__dict__.items() if k != "names"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.names = {id(t): f"t{i}" for i, t in enumerate(self.traces)}
+
     def name(self, trace):
         n = self.names.get(id(trace))
         if n is None:
@@ -245,31 +275,28 @@ def _set_chain_state(ctx, chain, st):
     ctx.generator.bit_generator.state = st["rng"]
 
 
-class Checkpointer:
-    """Writes a run's checkpoints and, when resuming, replays the spans the
-    loaded checkpoint covers.  One per run (``run.checkpoint``); the hooks in
-    ``ChainContext.run_span`` call :meth:`enter_span`, :meth:`chunk`,
-    :meth:`boundary` and :meth:`leave_span`."""
+class _Hooks:
+    """The hooks ``ChainContext.run_span`` calls (:meth:`enter_span`,
+    :meth:`chunk`, :meth:`boundary`, :meth:`leave_span`) and
+    :meth:`track` / :meth:`replayed`, on one chain's :class:`_ChainLog`
+    (:meth:`log_of`).  :class:`Checkpointer` holds every chain's log in the
+    calling process and writes the file at a boundary;
+    :class:`RemoteCheckpointer` goes with one chain to another process and
+    sends its snapshots back (:meth:`saved`)."""
 
-    def __init__(self, run, path, every, header, loaded=None):
-        self.run = run
-        self.path = None if path is None else os.fspath(path)
-        self.every = every
-        self.header = header
-        self.lock = threading.Lock()
-        self.logs = [_ChainLog() for _ in run.ctxs]
-        self.n_writes = 0
-        if loaded is not None:
-            lh, arrays = loaded
-            for k, log in enumerate(self.logs):
-                rec = lh["logs"][k]
-                if rec["snap"] is not None:
-                    log.replay = (rec["spans"], rec["snap"], _chain_arrays(arrays, k))
+    path = None
+    every = DEFAULT_EVERY
 
-    # -- hooks called by run_span ---------------------------------------------------
+    def log_of(self, ctx):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def saved(self, ctx):  # pragma: no cover - abstract
+        """Chain ctx took a boundary snapshot."""
+        raise NotImplementedError
+
     def enter_span(self, ctx, chain, trace, start, stop_row, key):
         """(row, finished): where the span continues, and whether the replay did all of it."""
-        log = self.logs[ctx.index]
+        log = self.log_of(ctx)
         name = log.name(trace)
         j = len(log.spans)
         log.current = (key, name, start)
@@ -314,12 +341,12 @@ class Checkpointer:
         """n capped so that chunks end on the checkpoint boundaries."""
         if self.path is None:
             return n
-        left = self.every - self.logs[ctx.index].n_iter % self.every
+        left = self.every - self.log_of(ctx).n_iter % self.every
         return min(n, left)
 
     def boundary(self, ctx, chain, row, n_done, status):
-        """After a chunk: count it; at a boundary, snapshot this chain and write."""
-        log = self.logs[ctx.index]
+        """After a chunk: count it; at a boundary, snapshot this chain and save it."""
+        log = self.log_of(ctx)
         log.n_iter += n_done
         if self.path is None or status != 0 or n_done == 0 or log.n_iter % self.every:
             return
@@ -329,10 +356,10 @@ class Checkpointer:
         _put_metric(st, chain.inv_metric)
         log.snap = {"key": key, "trace": name, "start": start, "row": row,
                     "n_iter": log.n_iter, "span": len(log.spans), "_arrays": st}
-        self.write()
+        self.saved(ctx)
 
     def leave_span(self, ctx, chain, row):
-        log = self.logs[ctx.index]
+        log = self.log_of(ctx)
         key, name, start = log.current
         st = _chain_state(ctx, chain)
         st["objs"] = _objects_state(log, False)
@@ -343,10 +370,68 @@ class Checkpointer:
     def track(self, ctx, obj):
         """Save obj's state with chain ctx's checkpoints (see ChainContext.track)."""
         _state_of(obj, False)        # a TypeError now for what cannot be saved
-        self.logs[ctx.index].objects.append(obj)
+        self.log_of(ctx).objects.append(obj)
 
     def replayed(self, ctx):
-        return self.logs[ctx.index].replayed
+        return self.log_of(ctx).replayed
+
+
+class Checkpointer(_Hooks):
+    """Writes a run's checkpoints and, when resuming, replays the spans the
+    loaded checkpoint covers.  One per run (``run.checkpoint``), in the
+    calling process.  A chain whose phase runs in another process
+    (samplers/_executors.py) takes its log there in a
+    :class:`RemoteCheckpointer` (:meth:`remote`); its snapshots come back
+    through :meth:`merge` and its log at the phase's end through
+    :meth:`returned`."""
+
+    def __init__(self, run, path, every, header, loaded=None):
+        self.run = run
+        self.path = None if path is None else os.fspath(path)
+        self.every = every
+        self.header = header
+        self.lock = threading.Lock()
+        self.logs = [_ChainLog() for _ in run.ctxs]
+        self.pending = {}       # chain -> its latest snapshot sent from another process
+        self.n_writes = 0
+        if loaded is not None:
+            lh, arrays = loaded
+            for k, log in enumerate(self.logs):
+                rec = lh["logs"][k]
+                if rec["snap"] is not None:
+                    log.replay = (rec["spans"], rec["snap"], _chain_arrays(arrays, k))
+
+    def log_of(self, ctx):
+        return self.logs[ctx.index]
+
+    def saved(self, ctx):
+        self.write()
+
+    # -- chains in other processes ------------------------------------------------------
+    def remote(self, k, channel):
+        """Chain k's hooks for a phase in another process (pickle it with
+        the chain's state: its log holds the chain's trace arrays)."""
+        return RemoteCheckpointer(k, self.logs[k], self.path is not None, self.every, channel)
+
+    def merge(self, data):
+        """A snapshot that a RemoteCheckpointer sent (bytes): kept for the
+        writes until its chain's phase returns.  False (and not kept) when
+        this chain's kept one is as late (a rerun of a lost worker's phase
+        sends the same snapshots again)."""
+        k, payload = pickle.loads(data)
+        with self.lock:
+            old = self.pending.get(k)
+            if old is not None and old["snap"]["n_iter"] >= payload["snap"]["n_iter"]:
+                return False
+            self.pending[k] = payload
+        return True
+
+    def returned(self, k, log):
+        """Chain k's phase came back with its log (the chain's traces are
+        the arrays that came back with it)."""
+        with self.lock:
+            self.logs[k] = log
+            self.pending.pop(k, None)
 
     # -- writing ----------------------------------------------------------------------
     def write(self):
@@ -355,28 +440,86 @@ class Checkpointer:
             header = dict(self.header, logs=[])
             arrays = {}
             for k, log in enumerate(self.logs):
-                snap = log.snap
-                if snap is None:
-                    header["logs"].append({"snap": None, "spans": []})
-                    continue
-                spans = log.spans[:snap["span"]]
-                rows = {}
-                for s in spans + [dict(snap, end=snap["row"])]:
-                    rows[s["trace"]] = max(rows.get(s["trace"], 0), s["end"])
-                for name, n in rows.items():
-                    trace = log.traces[int(name[1:])]
-                    for field, a in trace.items():
-                        arrays[f"c{k}/traces/{name}/{field}"] = a[:n]
-                for j, s in enumerate(spans):
-                    _put_state(arrays, f"c{k}/spans/{j}", s["_arrays"])
-                _put_state(arrays, f"c{k}/snap", snap["_arrays"])
-                header["logs"].append({
-                    "snap": {x: v for x, v in snap.items() if x != "_arrays"},
-                    "spans": [{x: v for x, v in s.items() if x != "_arrays"} for s in spans],
-                    "states": [_state_scalars(s["_arrays"]) for s in spans],
-                    "snap_state": _state_scalars(snap["_arrays"])})
+                payload = self.pending.get(k) or _payload(log)
+                header["logs"].append(_put_payload(arrays, k, payload))
             write_npz(self.path, header, arrays)
             self.n_writes += 1
+
+
+class RemoteCheckpointer(_Hooks):
+    """One chain's hooks for a phase that runs in another process (a worker
+    of a ProcessPoolExecutor, a Dask worker): the chain's log travels with
+    its state, the replay of a resume happens there, and each boundary
+    snapshot goes to the calling process through ``channel`` (an object
+    with ``put(bytes)``), whose Checkpointer writes the file."""
+
+    def __init__(self, index, log, writing, every, channel):
+        self.index = index
+        self.log = log
+        self.path = "remote" if writing else None
+        self.every = every
+        self.channel = channel
+
+    def log_of(self, ctx):
+        return self.log
+
+    def saved(self, ctx):
+        data = pickle.dumps((self.index, _payload(self.log)), protocol=pickle.HIGHEST_PROTOCOL)
+        self.channel.put(data)
+
+    def finish(self):
+        """The log to send back at the phase's end: tracked trainers and hooks
+        (C state that does not pickle; they stay in this process with the
+        phase's worker) are replaced by their last state."""
+        log = self.log
+        log.objects = [_Frozen(o) if hasattr(o, "_ckpt_state") else o for o in log.objects]
+        return log
+
+
+class _Frozen:
+    """The last state of a tracked object left behind in another process."""
+
+    def __init__(self, obj):
+        self.small, self.full = _state_of(obj, False), _state_of(obj, True)
+
+    def _ckpt_state(self, full):
+        return self.full if full else self.small
+
+    def _ckpt_restore(self, sc, arr):
+        self.small = (sc, {k: arr[k] for k in self.small[1] if k in arr})
+        self.full = (sc, dict(arr))
+
+
+def _payload(log):
+    """What a write stores of one chain: its last snapshot, the spans before
+    it and the trace rows up to it (None before its first snapshot)."""
+    snap = log.snap
+    if snap is None:
+        return None
+    spans = log.spans[:snap["span"]]
+    rows = {}
+    for s in spans + [dict(snap, end=snap["row"])]:
+        rows[s["trace"]] = max(rows.get(s["trace"], 0), s["end"])
+    traces = {name: {field: a[:n] for field, a in log.traces[int(name[1:])].items()}
+              for name, n in rows.items()}
+    return {"snap": snap, "spans": spans, "traces": traces}
+
+
+def _put_payload(arrays, k, payload):
+    """Chain k's arrays into ``arrays``; returns its header record."""
+    if payload is None:
+        return {"snap": None, "spans": []}
+    snap, spans = payload["snap"], payload["spans"]
+    for name, trace in payload["traces"].items():
+        for field, a in trace.items():
+            arrays[f"c{k}/traces/{name}/{field}"] = a
+    for j, s in enumerate(spans):
+        _put_state(arrays, f"c{k}/spans/{j}", s["_arrays"])
+    _put_state(arrays, f"c{k}/snap", snap["_arrays"])
+    return {"snap": {x: v for x, v in snap.items() if x != "_arrays"},
+            "spans": [{x: v for x, v in s.items() if x != "_arrays"} for s in spans],
+            "states": [_state_scalars(s["_arrays"]) for s in spans],
+            "snap_state": _state_scalars(snap["_arrays"])}
 
 
 def _put_metric(st, inv):

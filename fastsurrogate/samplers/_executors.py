@@ -42,10 +42,25 @@ SPILL_BYTES (16 MB) is written once per run to a temporary file
 (:class:`_Spill`); the workers map the files.  A GLM built on Dask arrays
 pickles only references to its persisted chunks.
 
+Checkpoints (``checkpoint=`` / ``resume=``, samplers/_checkpoint.py) work
+with a ProcessPoolExecutor and a Dask Client: each chain takes its
+checkpoint log with its state (a ``RemoteCheckpointer``), replays there when
+resuming, and sends each boundary snapshot back while it runs; a
+:class:`_Drain` here receives them and writes the file (one for every
+chain, as with threads), so a caller killed mid-phase loses at most
+``checkpoint_every`` iterations per chain.  A ProcessPoolExecutor's workers
+connect to a Unix socket of the caller (:class:`_SocketSender`: one
+authenticated connection per snapshot, answered once it is received, so all
+of a phase's snapshots arrive before its reply); a Dask cluster's workers
+put them on a ``distributed.Queue`` (through the scheduler).  A chain
+rerun after its worker died sends the same snapshots again (the older ones
+are ignored).  Other executors (an MPI or Ray pool: workers that may be
+anywhere) are refused with a ValueError (:func:`check_checkpointing`).
+
 Not remote: a Ctrl-C stops the waiting, cancels chains that have not
 started and keeps each chain's rows up to the previous phase (a remote
-chain that is running cannot be told to stop); progress bars advance when a
-chain's phase returns.
+chain that is running cannot be told to stop; the checkpoint file keeps
+the snapshots it sent); progress bars advance when a chain's phase returns.
 """
 
 import io
@@ -55,11 +70,14 @@ import pickle
 import shutil
 import socket
 import tempfile
+import threading
 import warnings
 import weakref
 from concurrent.futures import (Executor, ProcessPoolExecutor, ThreadPoolExecutor, wait,
                                 FIRST_EXCEPTION)
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import Client, Listener
 
 import numpy as np
 
@@ -67,12 +85,12 @@ from ..core._hmc import STATUS_CALLBACK
 from ..core._potential import Potential, PotentialError
 from ._chain import Interrupted
 
-__all__ = ["check_executor", "run_chains", "executor_kind"]
+__all__ = ["check_executor", "check_checkpointing", "run_chains", "executor_kind"]
 
 # Run attributes that stay behind (the remote stub gets the rest: sizes, info,
 # and whatever a sampler's phases attach, e.g. NNgHMC's run.net)
 _RUN_LOCAL = {"sampler", "generators", "ctxs", "stop", "_lock", "_bar", "error",
-              "executor", "progress", "interrupted", "_spill"}
+              "executor", "progress", "interrupted", "_spill", "checkpoint"}
 
 
 def _is_dask_client(obj):
@@ -334,8 +352,9 @@ def _run_chain_remote(table_bytes, call_bytes):
     class the call names: the caller's ChainContext), run the worker, send the
     chain's state back (potentials that came in go back as tokens)."""
     table = pickle.loads(table_bytes)
-    worker, context_class, state, run_fields = _loads(call_bytes, table)
+    worker, context_class, state, run_fields, checkpoint = _loads(call_bytes, table)
     run = _RemoteRun(run_fields)
+    run.checkpoint = checkpoint         # a RemoteCheckpointer (its log is the chain's), or None
     ctx = context_class.__new__(context_class)
     ctx.__dict__.update(state)
     ctx.run = run
@@ -348,7 +367,8 @@ def _run_chain_remote(table_bytes, call_bytes):
     state = {k: v for k, v in ctx.__dict__.items() if k != "run"}
     back = {id(p): (token, p) for token, p in table.items()}
     reply = (state, _info_changes(run.info, before), run.reported,
-             f"{socket.gethostname()}:{os.getpid()}")
+             f"{socket.gethostname()}:{os.getpid()}",
+             checkpoint.finish() if checkpoint is not None else None)
     return _dumps(reply, back, grow=False), _error_bytes(error, ctx.index)
 
 
@@ -424,44 +444,62 @@ def _rerun_broken(run, ex, table_bytes, calls, replies, broken):
 
 
 def _remote(run, worker, ex, kind):
-    """Ship every chain to `ex`, wait, merge the states back in chain order."""
-    tokens = {}
-    fields = {k: v for k, v in run.__dict__.items() if k not in _RUN_LOCAL}
-    calls = []
+    """Ship every chain to `ex`, wait, merge the states back in chain order.
+    With a checkpoint, each chain takes its log and a channel back for its
+    snapshots, which a thread here writes while the phase runs."""
     mapped = isinstance(ex, ProcessPoolExecutor)      # its workers share this file system
-    for ctx in run.ctxs:
-        state = {k: v for k, v in ctx.__dict__.items() if k != "run"}
-        try:
-            calls.append(_dumps((worker, type(ctx), state, fields), tokens, mapped=mapped))
-        except (pickle.PicklingError, TypeError, AttributeError) as exc:
-            raise TypeError(
-                f"executor={type(ex).__name__} needs the chains' state and the phase to pickle; "
-                f"{exc}") from exc
-    table = {token: p for token, p in tokens.values()}
-    buf = io.BytesIO()
-    spill = run.__dict__.setdefault("_spill", _Spill()) if mapped else None
-    _pickler_base(mapped, spill)(buf, protocol=5).dump(table)
-    table_bytes = buf.getvalue()
-    local = {token: p for token, p in tokens.values()}
-    if kind == "dask":
-        shared = ex.scatter(table_bytes, hash=False)
-        futures = [ex.submit(_run_chain_remote, shared, c, pure=False) for c in calls]
-    else:
-        futures = [ex.submit(_run_chain_remote, table_bytes, c) for c in calls]
-    replies, broken = _replies(run, futures)
+    drain = _Drain(run.checkpoint, ex, kind) if run.checkpoint is not None else None
+    try:
+        tokens, calls = {}, []
+        fields = {k: v for k, v in run.__dict__.items() if k not in _RUN_LOCAL}
+        for ctx in run.ctxs:
+            state = {k: v for k, v in ctx.__dict__.items() if k != "run"}
+            ck = None if drain is None else run.checkpoint.remote(ctx.index, drain.sender)
+            try:
+                calls.append(_dumps((worker, type(ctx), state, fields, ck), tokens,
+                                    mapped=mapped))
+            except (pickle.PicklingError, TypeError, AttributeError) as exc:
+                raise TypeError(
+                    f"executor={type(ex).__name__} needs the chains' state and the phase to "
+                    f"pickle; {exc}") from exc
+        table = {token: p for token, p in tokens.values()}
+        buf = io.BytesIO()
+        spill = run.__dict__.setdefault("_spill", _Spill()) if mapped else None
+        _pickler_base(mapped, spill)(buf, protocol=5).dump(table)
+        table_bytes = buf.getvalue()
+        if kind == "dask":
+            shared = ex.scatter(table_bytes, hash=False)
+            futures = [ex.submit(_run_chain_remote, shared, c, pure=False) for c in calls]
+        else:
+            futures = [ex.submit(_run_chain_remote, table_bytes, c) for c in calls]
+        if drain is not None:
+            drain.start()
+        replies, broken = _replies(run, futures)
+        if replies is not None and broken:
+            _rerun_broken(run, ex, table_bytes, calls, replies, broken)
+    finally:
+        if drain is not None:
+            drain.close(run)          # every snapshot sent is written before the merge
     if replies is None:
         return ["interrupted" if run.interrupted else "failed"] * len(futures)
-    if broken:
-        _rerun_broken(run, ex, table_bytes, calls, replies, broken)
+    return _merge_replies(run, replies, table)
+
+
+def _merge_replies(run, replies, table):
+    """Each chain's state (and checkpoint log) from its reply, in chain
+    order; returns where each ran."""
+    local = {token: p for token, p in table.items()}
     where = []
     for ctx, reply in zip(run.ctxs, replies):
         if reply is None:           # lost twice: the chain keeps its rows from before
             where.append("lost")
             continue
         data, error_bytes = reply
-        state, changes, reported, host = _loads(data, local)
+        state, changes, reported, host, log = _loads(data, local)
         ctx.__dict__.update(state)
         run.generators[ctx.index] = ctx.generator
+        if log is not None:
+            run.checkpoint.returned(ctx.index, log)
         for key, how, value in changes:
             if how == "extend" and isinstance(run.info.get(key), list):
                 run.info[key].extend(value)
@@ -474,3 +512,144 @@ def _remote(run, worker, ex, kind):
             run.error = error
             run.stop[0] = 1
     return where
+
+
+# -- checkpoint snapshots from chains elsewhere -------------------------------------------
+
+def check_checkpointing(executor):
+    """A ValueError for an executor whose chains cannot send checkpoint
+    snapshots back: any other than None, a ThreadPoolExecutor, a
+    ProcessPoolExecutor or a Dask Client."""
+    if executor is None or isinstance(executor, (ThreadPoolExecutor, ProcessPoolExecutor)) \
+            or _is_dask_client(executor):
+        return
+    raise ValueError(f"checkpoint= and resume= work with executor=None, a ThreadPoolExecutor, "
+                     f"a ProcessPoolExecutor or a Dask distributed.Client, not a "
+                     f"{type(executor).__name__} (its workers have no way to send the "
+                     "chains' snapshots back)")
+
+
+class _SocketSender:
+    """The remote end of a ProcessPoolExecutor's channel (pickled with each
+    chain's phase): one connection to the caller's listener per snapshot,
+    answered once the caller has it (so a phase's snapshots all arrive
+    before its reply)."""
+
+    def __init__(self, address, authkey):
+        self.address, self.authkey = address, authkey
+
+    def put(self, data):
+        with Client(self.address, authkey=self.authkey) as conn:
+            conn.send_bytes(data)
+            conn.recv_bytes()
+
+
+class _Drain:
+    """Threads of the calling process that take the snapshots the chains
+    send while a phase runs elsewhere and merge them into the run's
+    Checkpointer (the receiver), and write the file (the writer: one write
+    for however many snapshots arrived during the previous one, so a chain
+    never waits for a write).  A ProcessPoolExecutor's workers connect to a
+    listening socket here (a Unix socket: its workers are on this machine);
+    a Dask cluster's send through a ``distributed.Queue`` (so through the
+    scheduler)."""
+
+    def __init__(self, checkpointer, ex, kind):
+        self.ck, self.error = checkpointer, None
+        self.cond, self.fresh, self.closed = threading.Condition(), False, False
+        self.started = False
+        if kind == "dask":
+            import distributed
+            self.queue = self.sender = distributed.Queue(client=ex)
+            self.stopping = threading.Event()
+            receive = self._serve_queue
+        else:
+            self.queue = None
+            key = os.urandom(32)
+            self.listener = Listener(authkey=key)
+            self.sender = _SocketSender(self.listener.address, key)
+            receive = self._serve_socket
+        self.threads = [threading.Thread(target=f, daemon=True, name="fastsurrogate-checkpoint")
+                        for f in (receive, self._write_loop)]
+
+    def start(self):
+        """Start the threads (after the submits: a pool that forks its
+        workers then forks no thread of ours; what a chain sends before
+        waits in the socket's backlog or the queue)."""
+        for t in self.threads:
+            t.start()
+        self.started = True
+
+    def _take(self, batch):
+        try:
+            new = sum(self.ck.merge(data) for data in batch)
+        except Exception as exc:  # noqa: BLE001 - reported as the run's error by close()
+            self.error = self.error or exc
+            return
+        if new:
+            with self.cond:
+                self.fresh = True
+                self.cond.notify()
+
+    def _write_loop(self):
+        while True:
+            with self.cond:
+                while not (self.fresh or self.closed):
+                    self.cond.wait()
+                if not self.fresh:
+                    return
+                self.fresh = False
+            try:
+                self.ck.write()
+            except Exception as exc:  # noqa: BLE001 - a failed write stops the run, as in threads
+                self.error = self.error or exc
+
+    def _serve_socket(self):
+        while True:
+            try:
+                conn = self.listener.accept()
+            except (OSError, AuthenticationError):
+                continue
+            with conn:
+                try:
+                    data = conn.recv_bytes()
+                    if not data:            # close() says stop
+                        return
+                    self._take([data])
+                    conn.send_bytes(b"1")
+                except (OSError, EOFError):
+                    continue
+
+    def _serve_queue(self):
+        while not self.stopping.is_set():
+            try:
+                data = self.queue.get(timeout=0.2)
+            except TimeoutError:
+                continue
+            self._take([data])
+
+    def close(self, run):
+        """Stop the threads once every snapshot sent so far is written; a
+        failed write becomes the run's error."""
+        if not self.started:            # the phase failed before its submits
+            (self.listener if self.queue is None else self.queue).close()
+            return
+        if self.queue is None:
+            with Client(self.listener.address, authkey=self.sender.authkey) as conn:
+                conn.send_bytes(b"")
+            self.threads[0].join()
+            self.listener.close()
+        else:
+            self.stopping.set()
+            self.threads[0].join()
+            n = self.queue.qsize()
+            if n:
+                self._take(self.queue.get(batch=n))
+            self.queue.close()          # the scheduler lets it go
+        with self.cond:
+            self.closed = True
+            self.cond.notify()
+        self.threads[1].join()
+        if self.error is not None and run.error is None:
+            run.error = self.error
+            run.stop[0] = 1
