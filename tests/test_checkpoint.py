@@ -366,6 +366,9 @@ def test_rbf_and_weighted_sum_and_gaussian_round_trip(tmp_path):
     back = fs.surrogates.load(tmp_path / "ws.npz")
     assert type(back).__name__ == "WeightedSum"
     _same_surrogate(ws, back, 3)
+    # a network's own load takes only its own class
+    with pytest.raises(ValueError, match="holds a WeightedSum, not a RandomNetwork"):
+        fs.surrogates.RandomNetwork.load(tmp_path / "ws.npz")
 
 
 def test_gradient_network_round_trip(tmp_path):

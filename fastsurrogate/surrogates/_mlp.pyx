@@ -31,6 +31,7 @@ from fastsurrogate.core._common cimport FS_OK, FS_EUNDEFINED as _FS_EUNDEFINED
 from fastsurrogate.core._blas cimport blas_table
 from fastsurrogate.core._potential cimport Potential
 from fastsurrogate.core._potential import raise_for_status
+from fastsurrogate.surrogates._format import read_network, write_surrogate
 from fastsurrogate.core._checks import real_array, activation_code
 
 cnp.import_array()
@@ -285,18 +286,16 @@ cdef class GradientNetwork(Potential):
         return cls(np.vstack(W1), np.zeros(H), W2, np.zeros(dim), activation,
                    shift, scale, out_shift, out_scale)
 
-    # -- persistence (fastsurrogate.surrogates._persist) ------------------------
+    # -- persistence (fastsurrogate.surrogates._format) -------------------------
     def save(self, path):
         """Write this network to `path`: a versioned .npz with a JSON header, no
         pickle, no training data; :meth:`load` gives it back bitwise."""
-        from fastsurrogate.surrogates._persist import save
-        save(self, path)
+        write_surrogate(self, path, {"GradientNetwork": GradientNetwork})
 
     @staticmethod
     def load(path):
         """The network saved by :meth:`save` (values and gradients bitwise equal)."""
-        from fastsurrogate.surrogates._persist import load
-        return load(path)
+        return read_network(path, GradientNetwork)
 
     # -- shape ---------------------------------------------------------------
     @property

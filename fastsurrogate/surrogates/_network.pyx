@@ -20,6 +20,7 @@ cimport numpy as cnp
 from fastsurrogate.core._common cimport FS_OK
 from fastsurrogate.core._potential cimport Potential
 from fastsurrogate.core._potential import raise_for_status
+from fastsurrogate.surrogates._format import read_network, write_surrogate
 from fastsurrogate.core._checks import real_array, activation_code
 
 cnp.import_array()
@@ -212,18 +213,16 @@ cdef class RandomNetwork(Potential):
         width = np.full(n_hidden, rbf_scale * np.sqrt(dim))
         return cls(C, None, v, 0.0, name, width, shift, scale)
 
-    # -- persistence (fastsurrogate.surrogates._persist) ------------------------
+    # -- persistence (fastsurrogate.surrogates._format) -------------------------
     def save(self, path):
         """Write this network to `path`: a versioned .npz with a JSON header, no
         pickle, no training data; :meth:`load` gives it back bitwise."""
-        from fastsurrogate.surrogates._persist import save
-        save(self, path)
+        write_surrogate(self, path, {"RandomNetwork": RandomNetwork})
 
     @staticmethod
     def load(path):
         """The network saved by :meth:`save` (values and gradients bitwise equal)."""
-        from fastsurrogate.surrogates._persist import load
-        return load(path)
+        return read_network(path, RandomNetwork)
 
     # -- properties ----------------------------------------------------------
     @property
