@@ -1,4 +1,5 @@
-"""Regenerate docs/papers/: the reports of ``fastsurrogate reproduce --quick``.
+"""Regenerate docs/papers/: the reports of ``fastsurrogate reproduce``, full
+runs where one was made, else ``--quick`` ones.
 
 Run once, by hand, when the reproduce code changes (the documentation build
 does not run it: the whole quick set takes about ten minutes on 2 cores)::
@@ -8,6 +9,9 @@ does not run it: the whole quick set takes about ten minutes on 2 cores)::
     PYTHONPATH=. python docs/make_papers.py --index      # only rewrite docs/papers.md
     PYTHONPATH=. python docs/make_papers.py --from DIR   # the reports of one
                                             # `fastsurrogate reproduce --quick --out DIR` run
+    PYTHONPATH=. python docs/make_papers.py --full DIR   # full runs' reports (`fastsurrogate
+                                            # reproduce --out DIR TABLE ...`, no --quick)
+                                            # in place of those tables' --quick ones
 
 Each table runs in its own process (``python -m fastsurrogate reproduce
 --quick --out docs/papers TABLE``), one after the other, so that one table's
@@ -45,10 +49,11 @@ fastsurrogate reproduce --quick --out reports   # all of them, reduced lengths
 fastsurrogate reproduce rns-table1 vhmc-fig5    # some, at the papers' settings
 ```
 
-The pages below are the `--quick` reports of one run of each table
-(`docs/make_papers.py`, one table per process, or the reports of one
-`fastsurrogate reproduce --quick` run copied here with `--from DIR`), with
-the PNG figures that `reproduce` draws.  [The papers' headline numbers
+The pages below are the reports of full runs (`fastsurrogate reproduce
+TABLE`, the papers' settings) where one was made on this machine, and of
+`--quick` runs for the other tables (`docs/make_papers.py`); the "run"
+column says which, with the run's time.  Each page has the PNG figures that
+`reproduce` draws.  [The papers' headline numbers
 beside ours](headlines.md) sums them up.  Every
 table has a "paper" column: the paper's own figure for that row, read from
 the paper, and "n/a" where the paper has no number for it (a figure drawn
@@ -79,6 +84,11 @@ def shrink_png(path):
     small.save(path, optimize=True)
 
 
+def _figures(text):
+    """The PNG files a report shows."""
+    return re.findall(r"\]\(([\w.-]+\.png)\)", text)
+
+
 def _header(text, key):
     m = re.search(rf"^- {re.escape(key)}(.*)$", text, re.M)
     return m.group(1).strip() if m else ""
@@ -95,6 +105,7 @@ def write_index():
     rows = ["| table | paper, table or figure | run | figures |", "|---|---|---|---|"]
     entries = []
     total = 0.0
+    n_full = 0
     machines = set()
     for n in names:
         with open(os.path.join(OUT, n + ".md")) as f:
@@ -104,11 +115,13 @@ def write_index():
         if "SKIPPED" in text:
             run = "skipped: " + _header(text, "SKIPPED:").split(" not found")[0]
         else:
-            run = _header(text, "--quick run:") or "?"
-            secs = re.match(r"(\d+) s", run)
+            full = _header(text, "full run:")
+            run = f"full, {full}" if full else f"--quick, {_header(text, '--quick run:') or '?'}"
+            secs = re.search(r"(\d+) s", run)
             total += float(secs.group(1)) if secs else 0.0
+            n_full += bool(full)
         machines.add(_header(text, "machine:"))
-        pngs = sorted(f for f in os.listdir(OUT) if f.startswith(n + "-") and f.endswith(".png"))
+        pngs = [f for f in _figures(text) if os.path.exists(os.path.join(OUT, f))]
         rows.append(f"| [{n}](papers/{n}.md) | {paper} | {run} | {len(pngs)} |")
         short = re.sub(r" \([^()]*\d{4}\)", "", paper)     # without the authors
         entries.append(f"{n}: {short} <papers/{n}>")
@@ -116,8 +129,9 @@ def write_index():
         rows.append(f"| {n} | {TABLES[n].paper} | no report in this snapshot "
                     f"(`python docs/make_papers.py {n}`) | - |")
     machine = "; ".join(sorted(m for m in machines if m))
-    body = (INTRO + f"Machine: {machine}.  {len(names)} tables, {total:.0f} s of runs in all "
-            "(the tables' own timers).\n\n" + "\n".join(rows) + "\n\n"
+    body = (INTRO + f"Machine: {machine}.  {len(names)} tables ({n_full} full runs, the "
+            f"others --quick), {total:.0f} s of runs in all (the tables' own timers).\n\n"
+            + "\n".join(rows) + "\n\n"
             "```{toctree}\n:maxdepth: 1\n:hidden:\n\n"
             + "\n".join(entries) + "\n```\n")
     with open(PAGE, "w") as f:
@@ -125,17 +139,60 @@ def write_index():
     print(f"[make_papers] wrote {PAGE}: {len(names)} tables")
 
 
-def copy_from(src):
-    """Replace docs/papers/ by the reports and PNGs of one ``fastsurrogate
-    reproduce --quick --out SRC`` run."""
+def _full_reports():
+    """name -> figures of the full-run reports in docs/papers/ (kept by --from)."""
+    out = {}
     for f in os.listdir(OUT):
-        if f.endswith((".md", ".png")):
+        if f.endswith(".md"):
+            with open(os.path.join(OUT, f)) as fh:
+                text = fh.read()
+            if _header(text, "full run:"):
+                out[f[:-3]] = set(_figures(text))
+    return out
+
+
+def copy_from(src):
+    """Replace the --quick reports in docs/papers/ by those of one
+    ``fastsurrogate reproduce --quick --out SRC`` run (the full runs' reports
+    stay)."""
+    full = _full_reports()
+    keep = set(full).union(*full.values()) if full else set()
+    for f in os.listdir(OUT):
+        if f.endswith((".md", ".png")) and f not in keep and f[:-3] not in full:
             os.remove(os.path.join(OUT, f))
     for f in sorted(os.listdir(src)):
-        if f.endswith((".md", ".png")) and f != "README.md":
+        if f.endswith((".md", ".png")) and f != "README.md" and f not in keep \
+                and f[:-3] not in full:
             shutil.copy(os.path.join(src, f), OUT)
             if f.endswith(".png"):
                 shrink_png(os.path.join(OUT, f))
+    write_index()
+
+
+def add_full(src):
+    """The full runs' reports in SRC (``fastsurrogate reproduce --out SRC
+    TABLE ...``, without --quick) and their PNGs, in place of those tables'
+    reports here; the other reports stay."""
+    added = []
+    for f in sorted(os.listdir(src)):
+        if not f.endswith(".md") or f == "README.md":
+            continue
+        with open(os.path.join(src, f)) as fh:
+            text = fh.read()
+        if not _header(text, "full run:"):
+            continue            # a --quick or skipped report
+        old = os.path.join(OUT, f)
+        if os.path.exists(old):
+            with open(old) as fh:
+                for png in _figures(fh.read()):
+                    if os.path.exists(os.path.join(OUT, png)):
+                        os.remove(os.path.join(OUT, png))
+        shutil.copy(os.path.join(src, f), OUT)
+        for png in _figures(text):
+            shutil.copy(os.path.join(src, png), OUT)
+            shrink_png(os.path.join(OUT, png))
+        added.append(f[:-3])
+    print(f"[make_papers] full runs: {added}")
     write_index()
 
 
@@ -143,8 +200,8 @@ def main(argv):
     if argv == ["--index"]:
         write_index()
         return 0
-    if len(argv) == 2 and argv[0] == "--from":
-        copy_from(argv[1])
+    if len(argv) == 2 and argv[0] in ("--from", "--full"):
+        (copy_from if argv[0] == "--from" else add_full)(argv[1])
         return 0
     names = argv or tables()
     os.makedirs(OUT, exist_ok=True)
