@@ -71,8 +71,8 @@ def _items_of(table):
     if paper is None or "not a figure of the paper" in table.paper:
         return []
     head = table.paper.split("), ", 1)[1] if "), " in table.paper else ""
-    m = re.match(r"(Figure|Table)s? (\d+)(?:-(\d+))?(?! baselines)\b", head)
-    if m is None or " baselines" in head:
+    m = re.match(r"(Figure|Table)s? (\d+)(?:-(\d+))?\b", head)
+    if m is None or " baselines" in head:     # "Figure 4 baselines": a part of one
         return []
     lo, hi = int(m.group(2)), int(m.group(3) or m.group(2))
     return [(paper, f"{m.group(1)} {k}") for k in range(lo, hi + 1)]
