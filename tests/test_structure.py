@@ -2,7 +2,8 @@
 (imports inside functions count), in samplers/ and across the whole
 package, and few imports of the package sit inside functions; no function
 of samplers/ is longer than 60 lines, none of the package longer than 80,
-and the deleted no-regret module stays deleted.
+and the deleted no-regret module stays deleted; no module sets attributes
+on the run machinery's Run and ChainContext that their __init__ does not declare.
 Read from the source files of the installed package; and the C files of
 csrc/ include one another's headers one way only (read from the checkout)."""
 import ast
@@ -98,6 +99,146 @@ def test_no_samplers_function_is_longer_than_60_lines():
 def test_the_no_regret_module_is_gone():
     assert not list(FOLDER.glob("_noregret*"))
     assert importlib.util.find_spec(f"{PACKAGE}._noregret") is None
+
+
+# -- the run machinery's objects: no module sets what their class does not declare --
+
+# a Run and a ChainContext declare every attribute in __init__ (samplers/_base.py);
+# the modules that make and move them (the checkpoints, the executors) may read
+# their __dict__ and the remote stub's own attributes
+MACHINERY = {"_base", "_checkpoint", "_executors"}
+
+
+def _flat(target):
+    """The single targets of an assignment target (tuples, lists, starred)."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        for e in target.elts:
+            yield from _flat(e)
+    elif isinstance(target, ast.Starred):
+        yield from _flat(target.value)
+    else:
+        yield target
+
+
+def _stored(node):
+    """The single targets a node assigns: =, op=, annotated, for, with ... as."""
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor,
+                           ast.comprehension)):
+        targets = [node.target]
+    elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+        targets = [node.optional_vars]
+    else:
+        return []
+    return [t for target in targets for t in _flat(target)]
+
+
+def _declared(tree, cls_name):
+    """(attributes __init__ assigns on self, names of the class body) of a class."""
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls_name)
+    init = next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+    attrs = {t.attr for n in ast.walk(init) for t in _stored(n)
+             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+             and t.value.id == "self"}
+    members = {f.name for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return attrs, members
+
+
+def _context_names(tree):
+    """Names a module binds to ChainContexts: ``ctx``, and the loop variables
+    of loops and comprehensions over ``<...>.ctxs``."""
+    names = {"ctx"}
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)) and \
+                isinstance(n.iter, ast.Attribute) and n.iter.attr == "ctxs" and \
+                isinstance(n.target, ast.Name):
+            names.add(n.target.id)
+    return names
+
+
+def _kind(expr, ctx_names):
+    """"ChainContext" or "Run" for an expression naming one, else None:
+    ``ctx`` (and the module's other ChainContext names), ``run``,
+    ``<ctx>.run``, ``<...>.ctxs[i]``."""
+    if isinstance(expr, ast.Name):
+        return "Run" if expr.id == "run" else "ChainContext" if expr.id in ctx_names else None
+    if isinstance(expr, ast.Attribute) and expr.attr == "run" and \
+            _kind(expr.value, ctx_names) == "ChainContext":
+        return "Run"
+    if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) and \
+            expr.value.attr == "ctxs":
+        return "ChainContext"
+    return None
+
+
+def _machinery_misuse(tree, declared, reads=True):
+    """What a module does to Run / ChainContext objects that their classes do
+    not declare: attributes set (and, with ``reads``, read) that __init__
+    does not assign, and getattr with a default, hasattr, setattr, delattr
+    on them.  ``declared``: class name -> (attributes, members)."""
+    ctx_names = _context_names(tree)
+    out = []
+    for n in ast.walk(tree):
+        for t in _stored(n):
+            if isinstance(t, ast.Attribute):
+                kind = _kind(t.value, ctx_names)
+                if kind and t.attr not in declared[kind][0]:
+                    out.append(f"line {t.lineno}: sets {kind}.{t.attr}")
+        if reads and isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load):
+            kind = _kind(n.value, ctx_names)
+            if kind and n.attr not in declared[kind][0] | declared[kind][1]:
+                out.append(f"line {n.lineno}: reads {kind}.{n.attr}")
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.args and \
+                n.func.id in ("getattr", "hasattr", "setattr", "delattr") and \
+                _kind(n.args[0], ctx_names) and (n.func.id != "getattr" or len(n.args) > 2):
+            out.append(f"line {n.lineno}: {n.func.id}({ast.unparse(n.args[0])}, ...)")
+    return out
+
+
+def _machinery_declared():
+    base = _modules()["_base"]
+    return {name: _declared(base, name) for name in ("Run", "ChainContext")}
+
+
+def test_the_machinery_misuse_reader():
+    declared = {"Run": ({"info", "surrogate", "state", "ctxs"}, {"each_chain"}),
+                "ChainContext": ({"chain", "state", "run"}, {"phase"})}
+    src = """
+def f(run, ctx):
+    ctx.chain = ctx.state = run.surrogate = None
+    ctx.state.net = run.state.row = 1
+    run.each_chain(None, 1, "x")
+    ctx.net, (run.row, ctx.run.net) = 1, (2, 3)
+    ctx.t0 += 1
+    run.x: int = 1
+    for c in run.ctxs:
+        c.y = c.chain
+    run.ctxs[0].z = 1
+    getattr(ctx, "chain")
+    getattr(run, "net", None)
+    hasattr(ctx.run, "stage")
+    other.w = ctx.q
+"""
+    found = _machinery_misuse(ast.parse(src), declared)
+    assert sorted(f.split(": ", 1)[1] for f in found) == sorted([
+        "sets ChainContext.net", "sets Run.row", "sets Run.net", "sets ChainContext.t0",
+        "sets Run.x", "sets ChainContext.y", "sets ChainContext.z", "getattr(run, ...)",
+        "hasattr(ctx.run, ...)", "reads ChainContext.q"]), found
+    declared = _machinery_declared()
+    assert {"chain", "state", "run", "warm"} <= declared["ChainContext"][0]
+    assert {"info", "surrogate", "exact", "state", "error"} <= declared["Run"][0]
+
+
+def test_no_module_sets_attributes_run_and_chain_context_do_not_declare():
+    """A sampler keeps its own state in ``ctx.state`` / ``run.state`` (an
+    object of its module), not in attributes it adds to the run machinery's
+    objects; the machinery modules set only declared attributes too."""
+    declared = _machinery_declared()
+    bad = {name: found for name, tree in _modules().items() if name != "_base"
+           for found in [_machinery_misuse(tree, declared, reads=name not in MACHINERY)]
+           if found}
+    assert not bad, bad
 
 
 # -- the whole package ---------------------------------------------------------------

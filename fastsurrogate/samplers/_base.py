@@ -87,20 +87,28 @@ class ChainContext:
     whose step size and metric the result reports; ``warmup_converged_at``
     the warm-up iteration at which its metric adaptation converged
     (``warmup_end="converged"``), else None.
+
+    The attributes are the ones ``__init__`` declares (tests/test_structure.py
+    checks that no sampler module sets another).  A sampler's phases set
+    ``chain`` and ``warmup_converged_at`` (the result reports them), may move
+    ``q0`` before the first span, and keep whatever else they need per chain
+    in ``state``: an object of the sampler's own (a dataclass of its
+    module), which pickles with the context to a remote executor and back.
     """
 
     def __init__(self, run, index, generator):
-        self.run = run
-        self.index = index
-        self.generator = generator
-        self.q0 = None
-        self.warm = self.main = None
-        self.chain = None
-        self.timings = {}
-        self.done = {}
-        self.chunk = 10
-        self.target_seconds = 0.2
-        self.warmup_converged_at = None
+        self.run = run                  # the Run (a stub of it in a remote worker)
+        self.index = index              # the chain's number, 0 .. chains - 1
+        self.generator = generator      # the chain's numpy Generator
+        self.q0 = None                  # its starting point (Run.start; phases may move it)
+        self.warm = self.main = None    # its warm-up and kept-draw traces (Run.start)
+        self.chain = None               # the Chain in use: set by the phases, reported
+        self.timings = {}               # seconds per phase name (ChainContext.phase)
+        self.done = {}                  # rows filled per trace key ("warmup", "sample")
+        self.chunk = 10                 # iterations per call into C (run_span adapts it)
+        self.target_seconds = 0.2       # the wall time run_span aims at per chunk
+        self.warmup_converged_at = None  # set by the phases (warmup_end="converged")
+        self.state = None               # the sampler's per-chain state, None until it sets one
 
     @property
     def stop(self):
@@ -177,31 +185,43 @@ class ChainContext:
 
 class Run:
     """One call of :meth:`Sampler.sample`: its sizes, its chains and what the
-    phases leave for the result (``info``, ``surrogate``, ``exact``)."""
+    phases leave for the result.
+
+    The attributes are the ones ``__init__`` declares (tests/test_structure.py
+    checks that no sampler module sets another).  A sampler's phases and
+    ``finish`` fill ``info`` and set ``surrogate`` and ``exact``, which
+    :meth:`result` reports, and keep their own run-wide state in ``state``
+    (an object of the sampler's own, e.g. NNgHMC's latest network; a remote
+    executor's workers get a copy of it, and what they change there stays
+    there).  ``interrupted``, ``error``, ``checkpoint`` and ``spill`` are the
+    run machinery's (this module, ``_checkpoint``, ``_executors``).
+    """
 
     def __init__(self, sampler, n_draws, n_warmup, generators, init, progress, keep_warmup,
                  executor=None):
-        self.sampler = sampler
-        self.executor = executor
-        self.potential = sampler.potential
-        self.n_draws, self.n_warmup = n_draws, n_warmup
-        self.generators = generators
-        self.chains = len(generators)
-        self.init = init
-        self.progress = progress
-        self.keep_warmup = keep_warmup
-        self.stop = np.zeros(1, dtype=np.int32)
+        self.sampler = sampler                  # the Sampler whose phases run
+        self.executor = executor                # executor= (None: threads or in turn)
+        self.potential = sampler.potential      # the exact potential
+        self.n_draws, self.n_warmup = n_draws, n_warmup     # iterations per chain
+        self.generators = generators            # one numpy Generator per chain
+        self.chains = len(generators)           # the number of chains
+        self.init = init                        # the user's init (chains, dim), or None
+        self.progress = progress                # show progress bars
+        self.keep_warmup = keep_warmup          # the result keeps the warm-up draws
+        self.stop = np.zeros(1, dtype=np.int32)     # the stop flag C checks (Ctrl-C, errors)
         self.t_start = time.perf_counter()      # the whole run's wall clock (timings["total"])
-        self.ctxs = [ChainContext(self, k, g) for k, g in enumerate(generators)]
-        self.info = {}
-        self.surrogate = None
-        self.exact = True
-        self.interrupted = False
-        self.error = None
+        self.ctxs = [ChainContext(self, k, g) for k, g in enumerate(generators)]  # the chains
+        self.info = {}                          # result.info: filled by the phases and finish
+        self.surrogate = None                   # result.surrogate: set by the phases or finish
+        self.exact = True                       # result.exact: set by the phases
+        self.state = None                       # the sampler's run-wide state, None until set
+        self.interrupted = False                # Ctrl-C stopped the run
+        self.error = None                       # the exception that stopped it
         self.checkpoint = None      # a samplers._checkpoint.Checkpointer when checkpointing
-        self._lock = threading.Lock()
-        self._bar = None
-        self._pool = None
+        self.spill = None           # _executors' files of arrays its process workers map
+        self._lock = threading.Lock()           # guards the progress bar
+        self._bar = None                        # the running phase's progress bar
+        self._pool = None                       # the chains' thread pool (_in_threads)
 
     def start(self, q0=None, warm_rows=None, proposals=False):
         """Allocate the traces and set the starting points.

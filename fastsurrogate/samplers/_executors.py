@@ -88,9 +88,9 @@ from ._chain import Interrupted
 __all__ = ["check_executor", "check_checkpointing", "run_chains", "executor_kind"]
 
 # Run attributes that stay behind (the remote stub gets the rest: sizes, info,
-# and whatever a sampler's phases attach, e.g. NNgHMC's run.net)
+# and the sampler's run-wide state, run.state, e.g. NNgHMC's latest network)
 _RUN_LOCAL = {"sampler", "generators", "ctxs", "stop", "_lock", "_bar", "error",
-              "executor", "progress", "interrupted", "_spill", "checkpoint"}
+              "executor", "progress", "interrupted", "spill", "checkpoint"}
 
 
 def _is_dask_client(obj):
@@ -464,7 +464,9 @@ def _remote(run, worker, ex, kind):
                     f"pickle; {exc}") from exc
         table = {token: p for token, p in tokens.values()}
         buf = io.BytesIO()
-        spill = run.__dict__.setdefault("_spill", _Spill()) if mapped else None
+        if mapped and run.spill is None:
+            run.spill = _Spill()
+        spill = run.spill if mapped else None
         _pickler_base(mapped, spill)(buf, protocol=5).dump(table)
         table_bytes = buf.getvalue()
         if kind == "dask":

@@ -27,22 +27,46 @@ stream, decides the switch (the per-iteration coins of Algorithm 4,
 collapsed to the block).
 """
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..core._blas_threads import blas_threads
 from ..core._potential import Potential
+from ..surrogates._network import RandomNetwork
 from ..surrogates._online import OnlineLayerHook
 from ..surrogates.online import OnlineOutputLayer, centred_rows, set_output_weights
 from ..surrogates.random_network import train_random_network
 from ._chain import surrogate_seed
 from ._checks import check_int, check_int_or_auto, check_number, refuse_options
-from .rns_hmc import RNSHMC, quadratic_count, recorder_capacity, trajectory_points
+from .rns_hmc import (RNSHMC, RNSChainState, RNSRunState, quadratic_count, recorder_capacity,
+                      trajectory_points)
 from .surrogate_nuts import check_warmup_size, surrogate_nuts_warmup
 from ..surrogates.value_gradient import even_indices
 
 __all__ = ["ARNSHMC"]
+
+
+@dataclass
+class _ARNSChain(RNSChainState):
+    """An ARNS-HMC chain's own state (its ``ctx.state``): the exploration's
+    (the recorder) and its online surrogate's."""
+    start_set: tuple | None = None        # (Q, U) the network is fitted to first
+    training_set: dict | None = None      # what start_set is (info["training_set"])
+    net: RandomNetwork | None = None      # the network, its output layer trained online
+    trainer: OnlineOutputLayer | None = None    # the online output layer
+    offset: float = 0.0                   # the start set's lowest U (the layer fits U - offset)
+    switches: list = field(default_factory=list)    # iterations of the switch coins' heads
+    stopped: int | None = None            # iteration the online updates stopped (max_points)
+    clock: list = field(default_factory=list)       # (iteration, seconds) per sampling span
+    curve: list = field(default_factory=list)       # (iteration, held-out, RMSE) per span
+
+
+def _chain_state(ctx):
+    """The chain's _ARNSChain; its defaults when the run stopped before the
+    chain had one (or in the surrogate-NUTS warm-up, whose state it holds)."""
+    return ctx.state if isinstance(ctx.state, _ARNSChain) else _ARNSChain()
 
 
 def _check_options(options: dict[str, Any]) -> str:
@@ -248,18 +272,19 @@ class ARNSHMC(RNSHMC):
         """
         run.start(proposals=self.online_data == "proposals")
         nuts_warmup = self.warmup_kind == "surrogate-nuts"
-        if not nuts_warmup:
-            run.record_capacity = self._trajectory_capacity(run, self._train_start(run.n_warmup))
         seed = surrogate_seed(run.generators[0])
-        for ctx in run.ctxs:
-            ctx.net, ctx.trainer, ctx.switches, ctx.stopped, ctx.clock = None, None, [], None, []
         if nuts_warmup:
-            self._start_sets_from_surrogate_nuts(run)
+            self._start_sets_from_surrogate_nuts(run)       # sets each chain's state
+        else:
+            run.state = RNSRunState(record_capacity=self._trajectory_capacity(
+                run, self._train_start(run.n_warmup)))
+            for ctx in run.ctxs:
+                ctx.state = _ARNSChain()
 
         def chain(ctx):
             if not nuts_warmup:
                 self.explore(ctx)
-                ctx.start_set = self.start_set(ctx)
+                ctx.state.start_set = self.start_set(ctx)
             with ctx.phase("train"):
                 self.start_surrogate(ctx, seed)
             with ctx.phase("sample"):
@@ -284,26 +309,24 @@ class ARNSHMC(RNSHMC):
         if Q.shape[0] > cap:
             idx = even_indices(Q.shape[0], cap)
             Q, U = Q[idx], U[idx]
-        for ctx in run.ctxs:
-            ctx.start_set = (Q, U)
-            ctx.training_set = {"setting": "surrogate-nuts", "kind": "warm-up points",
-                                "n_states": int(Q.shape[0])}
+        for ctx in run.ctxs:        # the warm-up's state gives way to ARNS-HMC's
+            ctx.state = _ARNSChain(start_set=(Q, U), training_set={
+                "setting": "surrogate-nuts", "kind": "warm-up points",
+                "n_states": int(Q.shape[0])})
 
     def finish(self, run):
-        ctxs = run.ctxs
+        states = [_chain_state(ctx) for ctx in run.ctxs]
         run.info.update({
-            "switch_iterations": [getattr(c, "switches", []) for c in ctxs],
-            "n_seen": [c.trainer.n_seen if getattr(c, "trainer", None) else 0 for c in ctxs],
+            "switch_iterations": [st.switches for st in states],
+            "n_seen": [st.trainer.n_seen if st.trainer else 0 for st in states],
             "n_start": self.n_start,
-            "training_set": [getattr(c, "training_set", None) for c in ctxs],
-            "batch_resolves": [c.trainer.n_resolves if getattr(c, "trainer", None) else 0
-                               for c in ctxs],
-            "adaptation_stopped": [getattr(c, "stopped", None) for c in ctxs],
-            "sample_clock": [np.array(getattr(c, "clock", []), dtype=float).reshape(-1, 2)
-                             for c in ctxs],
-            "training_curve": [np.array(getattr(c, "curve", []), dtype=float).reshape(-1, 3)
-                               for c in ctxs],
-            "surrogates": [getattr(c, "net", None) for c in ctxs]})
+            "training_set": [st.training_set for st in states],
+            "batch_resolves": [st.trainer.n_resolves if st.trainer else 0 for st in states],
+            "adaptation_stopped": [st.stopped for st in states],
+            "sample_clock": [np.array(st.clock, dtype=float).reshape(-1, 2) for st in states],
+            "training_curve": [np.array(st.curve, dtype=float).reshape(-1, 3)
+                               for st in states],
+            "surrogates": [st.net for st in states]})
         run.surrogate = run.info["surrogates"][0]
 
     def _trajectory_capacity(self, run, start):
@@ -318,30 +341,31 @@ class ARNSHMC(RNSHMC):
         """This chain's start set (Q, U): its last n_start exploration states,
         or its recorded trajectory points (``training``); sets the chain's
         ``info["training_set"]`` record."""
-        n_warmup = ctx.run.n_warmup
+        n_warmup, st = ctx.run.n_warmup, ctx.state
         Q = ctx.warm["draws"][n_warmup - self.n_start:]
         U = ctx.warm["potential"][n_warmup - self.n_start:]
-        ctx.training_set = {"setting": self.training, "kind": self.start_kind,
-                            "n_states": int(Q.shape[0])}
-        rec = getattr(ctx, "recorder", None)
-        if rec is None:
+        st.training_set = {"setting": self.training, "kind": self.start_kind,
+                           "n_states": int(Q.shape[0])}
+        if st.recorder is None:
             return Q, U
         Q, U, counts = trajectory_points(
-            [rec], ctx.warm["potential"][self._train_start(n_warmup):], self.potential.dim)
+            [st.recorder], ctx.warm["potential"][self._train_start(n_warmup):],
+            self.potential.dim)
         counts["every"] = counts["every"][0]
-        ctx.training_set.update(counts)
+        st.training_set.update(counts)
         return Q, U
 
     def start_surrogate(self, ctx, seed):
         """Fit the network to the chain's start set (:meth:`start_set`); set up
         the trainer."""
-        Q, U = ctx.start_set
+        st = ctx.state
+        Q, U = st.start_set
         if Q.shape[0] < 2:
             raise RuntimeError("the exploration phase produced fewer than 2 training points")
         net = train_random_network(Q, U, n_hidden=self.n_hidden, activation=self.activation,
                                    ridge=self.ridge, standardize=self.standardize,
                                    input_scale=self.input_scale, seed=[seed, ctx.index])
-        ctx.offset = float(U.min())
+        st.offset = float(U.min())
         F = net.features(Q)
         lam = self.online_ridge
         if self.start_kind == "trajectory":
@@ -361,13 +385,12 @@ class ARNSHMC(RNSHMC):
             H = centred_rows(F, None)
             if lam is None:
                 lam = max(net.info["ridge"], 1e-8) * float(np.mean(np.einsum("ij,ij->i", H, H)))
-        ctx.trainer = OnlineOutputLayer(H, U - ctx.offset, lam, self.update_every,
-                                        self.resync_every, centre=centre)
-        set_output_weights(net, ctx.trainer.weights, ctx.offset, centre)
-        ctx.net = net
-        for obj in (net, ctx.trainer, ctx.trainer.trainer):    # saved with checkpoints
+        st.trainer = OnlineOutputLayer(H, U - st.offset, lam, self.update_every,
+                                       self.resync_every, centre=centre)
+        set_output_weights(net, st.trainer.weights, st.offset, centre)
+        st.net = net
+        for obj in (net, st.trainer, st.trainer.trainer):    # saved with checkpoints
             ctx.track(obj)
-        ctx.history = (Q, U)
         ctx.chain = self._continue_chain(ctx.chain, net)
 
     def adapt_and_sample(self, ctx):
@@ -379,11 +402,12 @@ class ARNSHMC(RNSHMC):
         ``max_points`` stops the updates, and for a batch re-solve (a numerical
         breakdown, or ``resync_every``).
         """
-        trainer, net, offset, n_draws = ctx.trainer, ctx.net, ctx.offset, ctx.run.n_draws
+        st, n_draws = ctx.state, ctx.run.n_draws
+        trainer, net, offset = st.trainer, st.net, st.offset
         t_start = time.perf_counter()
         hook = None
         if self.max_points is None or trainer.n_seen < self.max_points:
-            Q, U = ctx.history
+            Q, U = st.start_set
             hook = OnlineLayerHook(net, trainer.trainer, offset, self.update_every,
                                    self.exponent, n_draws, Q, U, max_points=self.max_points,
                                    resync_every=self.resync_every,
@@ -391,25 +415,25 @@ class ARNSHMC(RNSHMC):
                                    centre=trainer.centre)
             ctx.track(hook)
         else:
-            ctx.stopped = 0                 # the start set already fills max_points
+            st.stopped = 0                  # the start set already fills max_points
             if self.transitions is not None:
                 self.start_transitions(ctx, net)
         span, i = max(self.update_every, 250), 0
-        ctx.curve = []
+        st.curve = []
         while i < n_draws:
             before = (np.array(net.output_weights), float(net.out_bias))
             i0 = i
             i = ctx.run_span(ctx.chain, ctx.main, i, min(i + span, n_draws), "sample", hook)
-            ctx.curve.append(_span_errors(net, ctx.main, i0, i, before))
+            st.curve.append(_span_errors(net, ctx.main, i0, i, before))
             if hook is not None and hook.pending and not ctx.replayed:
                 # (a span replayed from a checkpoint: its saved state has the result)
                 Qh, Uh = hook.history()
                 trainer.resolve(trainer.rows(net.features(Qh)), Uh - offset)
                 hook.finish_block()
-            ctx.clock.append((i, time.perf_counter() - t_start))
+            st.clock.append((i, time.perf_counter() - t_start))
             if hook is not None:
                 trainer.n_seen = hook.n_seen
-                ctx.switches, ctx.stopped = list(hook.switches), hook.stopped
+                st.switches, st.stopped = list(hook.switches), hook.stopped
                 if self.transitions is not None and hook.stopped is not None:
                     # the surrogate is fixed from here on: surrogate transitions
                     self.start_transitions(ctx, net)

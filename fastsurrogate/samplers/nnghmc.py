@@ -30,6 +30,7 @@ transitions of the chain and stay in ``result.warmup_draws``;
 ``result.info["warmup_stage"]`` says which stage each warm-up row belongs to.
 """
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -92,6 +93,23 @@ def _check_fraction(name: str, value: float, upper: float = 1.0) -> float:
         bound = f"in [0, {upper:g})" if np.isfinite(upper) else ">= 0 and finite"
         raise ValueError(f"{name} must be {bound}, got {value!r}")
     return v
+
+
+@dataclass
+class _NNGHMCChain:
+    """An NNgHMC chain's own state (its ``ctx.state``)."""
+    recorder: RecordingPotential | None = None    # records the exploration's (q, grad U)
+    exact: Chain | None = None            # its exact chain (burn-in, exploration), once made
+
+
+@dataclass
+class _NNGHMCRun:
+    """NNgHMC's run-wide state (``run.state``); a remote worker gets a copy."""
+    net: Potential | None = None          # the latest network (or the given surrogate)
+    row: int = 0                          # the next warm-up row
+    iteration: int = 0                    # the exploration iteration reached
+    stage: np.ndarray | None = None       # each warm-up row's stage (STAGE_*)
+    cycle_label: str = ""                 # " (j of <= n)": the cycle the progress bars show
 
 
 class NNGHMC(HMC):
@@ -338,9 +356,10 @@ class NNGHMC(HMC):
         ``info["warmup_stage"]`` (one code per warm-up row: 0 burn-in,
         1 explore, 2 trial); ``info["training_curve"]`` one record per
         training (its iteration, training and held-out loss per optimiser
-        iteration, the held-out relative gradient error).  While it runs, ``run.row`` is the next warm-up
-        row, ``run.iteration`` the exploration iteration reached and
-        ``run.net`` the latest network.
+        iteration, the held-out relative gradient error).  While it runs,
+        ``run.state`` (a ``_NNGHMCRun``) holds the next warm-up row, the
+        exploration iteration reached and the latest network; each chain's
+        ``ctx.state`` its recorder and exact chain.
         """
         if self.warmup_kind == "surrogate-nuts":
             return self._after_surrogate_nuts_warmup(run)
@@ -351,10 +370,9 @@ class NNGHMC(HMC):
         run.start(warm_rows=rows)
         capacity = max((run.n_warmup - burn) * (self.n_steps + 1) // self.record_every + 8, 8)
         for ctx in run.ctxs:
-            ctx.recorder = ctx.track(RecordingPotential(self.potential, capacity,
-                                                        every=self.record_every))
-            ctx.exact = None
-        run.row, run.iteration, run.net, run.stage = 0, 0, self.surrogate, np.zeros(rows, np.int8)
+            ctx.state = _NNGHMCChain(recorder=ctx.track(RecordingPotential(
+                self.potential, capacity, every=self.record_every)))
+        run.state = _NNGHMCRun(net=self.surrogate, stage=np.zeros(rows, np.int8))
         run.info.update(events=[], switched=False, switch_iteration=None, n_train=0,
                         hmc_acceptance=None, trial_acceptance=None, training_curve=[])
         try:
@@ -364,20 +382,20 @@ class NNGHMC(HMC):
                 if run.n_warmup > burn:
                     self.exact_span(run, run.n_warmup, record=False)
                 run.info["events"].append({"event": "given_surrogate",
-                                           "iteration": run.iteration})
+                                           "iteration": run.state.iteration})
                 switched = True
             else:                                               # 2-3. explore, train, trial
                 switched = self.explore_and_train(run, trainings, seed)
             run.info["switched"] = switched
-            run.info["switch_iteration"] = run.iteration if switched else None
+            run.info["switch_iteration"] = run.state.iteration if switched else None
             for ctx in run.ctxs:
-                ctx.recorder.active = False
-            parallel = self.potential.thread_safe and (not switched or run.net.thread_safe)
+                ctx.state.recorder.active = False
+            parallel = self.potential.thread_safe and (not switched or run.state.net.thread_safe)
             run.each_chain(lambda ctx: self.draw(ctx, switched), run.n_draws,
                            self.method if switched else "exact", parallel)   # 4. sample
         finally:
             for ctx in run.ctxs:
-                ctx.recorder.active = False
+                ctx.state.recorder.active = False
 
     def _after_surrogate_nuts_warmup(self, run):
         """``warmup="surrogate-nuts"``: that warm-up, one training on every
@@ -388,31 +406,31 @@ class NNGHMC(HMC):
         Q, G = w.Q, w.G
         run.info.update(events=[], switched=True, switch_iteration=run.n_warmup,
                         hmc_acceptance=None, trial_acceptance=None, training_curve=[])
-        run.net = None
+        run.state = _NNGHMCRun()
         Q, G = self._subsample(Q, G, seed, 0)
         if Q.shape[0] < 2:
             raise RuntimeError("the warm-up recorded fewer than 2 training points")
         with run.phase("train"), run.training_progress("train (gradient network)") as progress:
-            run.net = self.train(Q, G, seed, None, progress)
+            run.state.net = self.train(Q, G, seed, None, progress)
         run.info["n_train"] = int(Q.shape[0])
-        run.info["training_curve"].append(_training_record(run.n_warmup, run.net))
+        run.info["training_curve"].append(_training_record(run.n_warmup, run.state.net))
         run.info["events"].append({"event": "train", "iteration": run.n_warmup,
                                    "n_points": int(Q.shape[0])})
-        for ctx in run.ctxs:
-            ctx.exact = ctx.chain
+        for ctx in run.ctxs:        # the warm-up's state gives way to NNgHMC's
+            ctx.state = _NNGHMCChain(exact=ctx.chain)
         run.each_chain(lambda ctx: self.draw(ctx, True), run.n_draws, self.method,
-                       self.potential.thread_safe and run.net.thread_safe)
+                       self.potential.thread_safe and run.state.net.thread_safe)
 
     def finish(self, run):
-        if self.warmup_kind != "paper":
-            run.surrogate = getattr(run, "net", None)
+        if not isinstance(run.state, _NNGHMCRun):     # stopped before it was made
             return
-        if not hasattr(run, "stage"):
+        if self.warmup_kind != "paper":
+            run.surrogate = run.state.net
             return
         rows = min(c.done.get("warmup", 0) for c in run.ctxs)
-        run.info["warmup_stage"] = run.stage[:rows].copy()
+        run.info["warmup_stage"] = run.state.stage[:rows].copy()
         run.info["stage_names"] = dict(_STAGE_NAMES)
-        run.surrogate = run.net
+        run.surrogate = run.state.net
 
     # -- stages --------------------------------------------------------------------
     def explore_and_train(self, run, trainings, seed):
@@ -422,17 +440,17 @@ class NNGHMC(HMC):
         for j, t in enumerate(trainings):
             # the progress bars say which of the (at most) len(trainings)
             # explore / train / trial cycles runs
-            run.cycle_label = f" ({j + 1} of <= {len(trainings)})"
-            if t > run.iteration:
+            run.state.cycle_label = f" ({j + 1} of <= {len(trainings)})"
+            if t > run.state.iteration:
                 self.exact_span(run, t, record=True)
             Q, G = self._training_set(run, seed, j)
             t0 = time.perf_counter()
             desc = f"train (gradient network {j + 1} of <= {len(trainings)})"
             with run.phase("train"), run.training_progress(desc) as progress:
                 net = self.train(Q, G, int(np.random.SeedSequence([seed, j])
-                                           .generate_state(1)[0] >> 1), run.net, progress)
+                                           .generate_state(1)[0] >> 1), run.state.net, progress)
             secs = time.perf_counter() - t0
-            run.net = net
+            run.state.net = net
             run.info["training_curve"].append(_training_record(t, net))
             run.info["n_train"] = int(Q.shape[0])
             ev = {"event": "train", "iteration": t, "n_points": int(Q.shape[0]), "seconds": secs}
@@ -444,59 +462,62 @@ class NNGHMC(HMC):
                 events.append({"event": "switch", "iteration": t})
                 return True
             for ctx in run.ctxs:            # back to exact HMC where the trial ended
-                ctx.exact.set_position(ctx.chain.position)
-                ctx.chain = ctx.exact
+                ctx.state.exact.set_position(ctx.chain.position)
+                ctx.chain = ctx.state.exact
         reason = ("no trial reached switch_fraction * exact acceptance by train_end"
                   if trainings else "no training")
-        events.append({"event": "keep_exact", "iteration": run.iteration, "reason": reason})
+        events.append({"event": "keep_exact", "iteration": run.state.iteration,
+                       "reason": reason})
         return False
 
     def exact_span(self, run, last, record):
-        """Exact HMC from exploration iteration run.iteration to `last` (rows
+        """Exact HMC from exploration iteration run.state.iteration to `last` (rows
         continue); the span at row 0 is the burn-in and adapts (``adapt``)."""
-        row0, n = run.row, last - run.iteration
-        run.stage[row0:row0 + n] = STAGE_EXPLORE if record else STAGE_BURN_IN
+        row0, n = run.state.row, last - run.state.iteration
+        run.state.stage[row0:row0 + n] = STAGE_EXPLORE if record else STAGE_BURN_IN
 
         def worker(ctx):
-            if ctx.exact is None:
+            if ctx.state.exact is None:
                 self._start_exploration(ctx)
-            ctx.recorder.active = record
+            ctx.state.recorder.active = record
             with ctx.phase("warmup"), ctx.phase("explore" if record else "burn_in"):
                 if row0 == 0:
-                    self.warmup(ctx.exact, ctx.warm, ctx, n, key="warmup")
+                    self.warmup(ctx.state.exact, ctx.warm, ctx, n, key="warmup")
                 else:
-                    ctx.run_span(ctx.exact, ctx.warm, row0, row0 + n, "warmup")
+                    ctx.run_span(ctx.state.exact, ctx.warm, row0, row0 + n, "warmup")
 
-        run.each_chain(worker, n, ("explore" + getattr(run, "cycle_label", "")) if record
+        run.each_chain(worker, n, ("explore" + run.state.cycle_label) if record
                        else "burn-in")
-        run.row += n
-        run.iteration = last
+        run.state.row += n
+        run.state.iteration = last
 
     def _start_exploration(self, ctx):
         """The chain's exact exploration chain (NUTS or HMC) through its
         recorder, recording off, from its starting point."""
-        ctx.recorder.active = False
-        ctx.exact = ctx.chain = self.make_chain(ctx.q0, ctx.generator, drive=ctx.recorder,
-                                                judge=ctx.recorder, **explore_options(self))
+        st = ctx.state
+        st.recorder.active = False
+        st.exact = ctx.chain = self.make_chain(ctx.q0, ctx.generator, drive=st.recorder,
+                                               judge=st.recorder, **explore_options(self))
 
     def trial(self, run, t):
         """trial_length iterations of every chain driven by the network; True
         when their acceptance reaches switch_fraction times exact HMC's."""
         hmc_acc = self._hmc_acceptance(run)
         t0 = time.perf_counter()
-        row0, n = run.row, self.trial_length
+        row0, n = run.state.row, self.trial_length
         for ctx in run.ctxs:
-            ctx.chain = self._trial_chain(ctx.exact, run.net)
+            ctx.chain = self._trial_chain(ctx.state.exact, run.state.net)
 
         def worker(ctx):
             with ctx.phase("trial"):
                 ctx.run_span(ctx.chain, ctx.warm, row0, row0 + n, "warmup")
 
-        run.stage[row0:row0 + n] = STAGE_TRIAL
-        run.each_chain(worker, n, f"trial{getattr(run, 'cycle_label', '')}",
-                       self.potential.thread_safe and run.net.thread_safe)
-        run.row += n
-        trial_acc = float(np.mean([c.warm["accept_prob"][row0:run.row] for c in run.ctxs]))
+        run.state.stage[row0:row0 + n] = STAGE_TRIAL
+        run.each_chain(worker, n, f"trial{run.state.cycle_label}",
+                       self.potential.thread_safe and run.state.net.thread_safe)
+        run.state.row += n
+        trial_acc = float(np.mean([c.warm["accept_prob"][row0:run.state.row]
+                                   for c in run.ctxs]))
         switch = bool(trial_acc >= self.switch_fraction * hmc_acc)
         run.info["events"].append(
             {"event": "trial", "iteration": t, "acceptance": trial_acc, "hmc_acceptance": hmc_acc,
@@ -508,24 +529,24 @@ class NNGHMC(HMC):
     def draw(self, ctx, switched):
         """The kept draws: network-driven after a switch, else exact HMC (or
         NUTS, ``explore``) at the exploration's step size and metric."""
-        if ctx.exact is None:               # n_warmup == 0 with a given surrogate
-            ctx.exact = ctx.chain = self.make_chain(ctx.q0, ctx.generator,
+        if ctx.state.exact is None:               # n_warmup == 0 with a given surrogate
+            ctx.state.exact = ctx.chain = self.make_chain(ctx.q0, ctx.generator,
                                                     **explore_options(self))
         if switched:
-            if ctx.chain.drive is not ctx.run.net:
-                ctx.chain = self._trial_chain(ctx.chain, ctx.run.net)
+            if ctx.chain.drive is not ctx.run.state.net:
+                ctx.chain = self._trial_chain(ctx.chain, ctx.run.state.net)
         else:
             # on the potential itself, not through the exploration's recorder
             chain = self.make_chain(ctx.chain.position, ctx.generator, **explore_options(self))
-            chain.step_size = ctx.exact.step_size
-            chain.set_inv_metric(ctx.exact.inv_metric)
+            chain.step_size = ctx.state.exact.step_size
+            chain.set_inv_metric(ctx.state.exact.inv_metric)
             ctx.chain = chain
         with ctx.phase("sample"):
             ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
 
     def _training_set(self, run, seed, j):
-        Q = np.concatenate([c.recorder.points()[0] for c in run.ctxs])
-        G = np.concatenate([c.recorder.points()[1] for c in run.ctxs])
+        Q = np.concatenate([c.state.recorder.points()[0] for c in run.ctxs])
+        G = np.concatenate([c.state.recorder.points()[1] for c in run.ctxs])
         if Q.shape[0] < 2:
             raise RuntimeError("the exploration recorded fewer than 2 training points")
         return self._subsample(Q, G, seed, j)
@@ -540,9 +561,9 @@ class NNGHMC(HMC):
 
     @staticmethod
     def _hmc_acceptance(run):
-        rows = np.flatnonzero(run.stage[:run.row] == STAGE_EXPLORE)
+        rows = np.flatnonzero(run.state.stage[:run.state.row] == STAGE_EXPLORE)
         if rows.size == 0:
-            rows = np.arange(run.row)
+            rows = np.arange(run.state.row)
         if rows.size == 0:
             return 1.0
         return float(np.mean([c.warm["accept_prob"][rows] for c in run.ctxs]))

@@ -128,13 +128,13 @@ class NUTS(HMC):
             run.info["surrogate"] = decision
             run.each_chain(self.warmup_and_sample, run.n_warmup + run.n_draws, self.method)
             return
-        run.surrogate_engine = SurrogateNUTS(self, self.policy, decision)
-        run.surrogate_engine.phases(run)
+        # the run-wide state of NUTS with a surrogate: its engine (V, the fits)
+        run.state = SurrogateNUTS(self, self.policy, decision)
+        run.state.phases(run)
 
     def finish(self, run):
-        engine = getattr(run, "surrogate_engine", None)
-        if engine is not None:
-            engine.finish(run)
+        if isinstance(run.state, SurrogateNUTS):
+            run.state.finish(run)
         else:
             super().finish(run)
 

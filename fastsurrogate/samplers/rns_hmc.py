@@ -21,6 +21,7 @@ on the data it has (``guard_action="retrain"``) or returns to exact HMC
 (``"exact"``); the result records every such event in ``info["guard_events"]``.
 """
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -53,6 +54,20 @@ def _auto_or_number(name, value, minimum):
     if not (v >= minimum and np.isfinite(v)):
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
     return v
+
+
+@dataclass
+class RNSChainState:
+    """An RNS-HMC chain's own state in the exploration (its ``ctx.state``;
+    ARNS-HMC's extends it)."""
+    recorder: RecordingPotential | None = None   # its trajectory recorder, or None
+    record_from: int = 0                 # the first exploration row the recorder records
+
+
+@dataclass
+class RNSRunState:
+    """RNS-HMC's run-wide state (``run.state``; ARNS-HMC's too)."""
+    record_capacity: int = 0             # points each chain's recorder keeps (0: none)
 
 
 def explore_options(sampler):
@@ -370,10 +385,12 @@ class RNSHMC(HMC):
         if self.warmup_kind == "surrogate-nuts":
             return (seed,) + self._surrogate_nuts_exploration(run)
         start = self._train_start(run.n_warmup)
-        run.record_capacity = self._trajectory_capacity(run, start)
+        run.state = RNSRunState(record_capacity=self._trajectory_capacity(run, start))
+        for ctx in run.ctxs:
+            ctx.state = RNSChainState()
         run.each_chain(self.explore, run.n_warmup, "explore")
         Q, U = self.training_set([c.warm for c in run.ctxs], start)
-        if run.record_capacity:
+        if run.state.record_capacity:
             Q, U = self.trajectory_set(run, U)
         else:
             kind = ("given" if self.surrogate is not None else
@@ -420,16 +437,16 @@ class RNSHMC(HMC):
 
     def _record_span(self, ctx, chain, trace, a, b, key="warmup"):
         """Rows a..b-1 of the exploration, the recorder on from row
-        ``ctx.record_from`` (split there); returns the row reached."""
-        rec = getattr(ctx, "recorder", None)
+        ``ctx.state.record_from`` (split there); returns the row reached."""
+        rec, start = ctx.state.recorder, ctx.state.record_from
         if rec is None:
             return ctx.run_span(chain, trace, a, b, key)
-        if a < ctx.record_from < b:
+        if a < start < b:
             rec.active = False
-            a = ctx.run_span(chain, trace, a, ctx.record_from, key)
-            if a < ctx.record_from:
+            a = ctx.run_span(chain, trace, a, start, key)
+            if a < start:
                 return a
-        rec.active = a >= ctx.record_from
+        rec.active = a >= start
         try:
             return ctx.run_span(chain, trace, a, b, key)
         finally:
@@ -446,17 +463,18 @@ class RNSHMC(HMC):
     def explore(self, ctx):
         """Exact HMC: adaptation on the first half (when adapting), then fixed.
         With trajectory training, a recorder between the chain and the exact
-        U collects every point evaluated from the training start."""
+        U collects every point evaluated from the training start (the
+        chain's ``ctx.state``, an :class:`RNSChainState`, holds it)."""
         n_warmup = ctx.run.n_warmup
         n_adapt = self._n_adapt(n_warmup)
         drive = {}
-        capacity = getattr(ctx.run, "record_capacity", 0)
+        capacity, st = ctx.run.state.record_capacity, ctx.state
         if capacity:
-            ctx.recorder = ctx.track(RecordingPotential(
+            st.recorder = ctx.track(RecordingPotential(
                 self.potential, capacity, decimate=True, need_value=True))
-            ctx.recorder.active = False
-            ctx.record_from = self._record_start(n_warmup)
-            drive = {"drive": ctx.recorder, "judge": ctx.recorder}
+            st.recorder.active = False
+            st.record_from = self._record_start(n_warmup)
+            drive = {"drive": st.recorder, "judge": st.recorder}
         ctx.chain = self.make_chain(ctx.q0, ctx.generator, **drive, **explore_options(self))
         span = lambda chain, trace, a, b, key: self._record_span(ctx, chain, trace, a, b, key)
         with ctx.phase("warmup"):
@@ -498,7 +516,7 @@ class RNSHMC(HMC):
         """The training set from the exploration's recorded trajectory
         points, pooled over chains: (Q, U); ``info["training_set"]`` records
         the sizes (:func:`trajectory_points`)."""
-        Q, U, counts = trajectory_points([c.recorder for c in run.ctxs], U_states,
+        Q, U, counts = trajectory_points([c.state.recorder for c in run.ctxs], U_states,
                                          self.potential.dim)
         run.info["training_set"] = {"setting": self.training, "kind": "trajectory",
                                     "n_states": int(U_states.size), **counts}

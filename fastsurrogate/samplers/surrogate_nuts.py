@@ -215,7 +215,9 @@ def cost_check(potential, q, policy, rounds=3, seconds=1e-3):
 
 
 class _ChainState:
-    """What the policy keeps per chain between blocks."""
+    """What the policy keeps per chain between blocks: the chain's
+    ``ctx.state`` while surrogate-NUTS phases run (a paper's sampler
+    replaces it with its own after :func:`surrogate_nuts_warmup`)."""
 
     def __init__(self, potential, capacity):
         # one block's leapfrog points, evenly thinned to `capacity`
@@ -246,6 +248,11 @@ class _ChainState:
             self.n_new += 1
             return True
         return False
+
+
+def _state(ctx):
+    """The chain's _ChainState, None when the phases stopped before it had one."""
+    return ctx.state if isinstance(ctx.state, _ChainState) else None
 
 
 class SurrogateNUTS:
@@ -330,13 +337,13 @@ class SurrogateNUTS:
 
     def _surrogate_chain(self, ctx, q, step, inv_metric):
         s = self.sampler
-        return Chain(self.V, ctx.policy_state.judge, q, ctx.generator, step_size=step,
+        return Chain(self.V, ctx.state.judge, q, ctx.generator, step_size=step,
                      inv_metric=inv_metric, max_energy_error=s.max_energy_error,
                      algorithm="nuts", max_tree_depth=s.max_tree_depth, surrogate_steps=1)
 
     def _switch(self, ctx, mode):
         """Move ctx.chain to `mode` ("exact" / "surrogate") at the same state."""
-        st = ctx.policy_state
+        st = ctx.state
         old = ctx.chain
         if mode == "surrogate":
             new = self._surrogate_chain(ctx, old.position, old.step_size, old.inv_metric)
@@ -363,7 +370,7 @@ class SurrogateNUTS:
         pol = self.policy
         for ctx in run.ctxs:
             st = _ChainState(self.potential, pol.max_points)
-            ctx.policy_state = st
+            ctx.state = st
             ctx.chain = self._exact_chain(ctx, st, ctx.q0, 1.0 if self.sampler.step_size is None
                                           else self.sampler.step_size, self.metric0)
         run.each_chain(self._find_step, 0, "nuts (step size)")
@@ -373,7 +380,7 @@ class SurrogateNUTS:
         """Every point the warm-up recorded, all chains, below the energy
         cut (:meth:`_energy_cut`): ``(Q, G, U)``, shapes (n, dim), (n, dim),
         (n,)."""
-        blocks = [b for ctx in run.ctxs for b in ctx.policy_state.blocks]
+        blocks = [b for ctx in run.ctxs for b in ctx.state.blocks]
         if not blocks:
             d = self.potential.dim
             return np.empty((0, d)), np.empty((0, d)), np.empty(0)
@@ -392,7 +399,7 @@ class SurrogateNUTS:
         counted as exact calls but are no training data (called between
         blocks, when the recorder holds nothing of the chain's)."""
         ctx.chain.find_step_size()
-        st = ctx.policy_state
+        st = ctx.state
         if st.mode == "exact":
             st.gradient_calls += st.recorder.n_seen
             st.recorder.clear()
@@ -454,7 +461,7 @@ class SurrogateNUTS:
         pol = self.policy
         new_data = False
         for ctx in run.ctxs:
-            st = ctx.policy_state
+            st = ctx.state
             tr = ctx.warm
             acc = float(np.mean(tr["accept_prob"][a:b]))
             st.history.append((a, b, st.mode, acc))
@@ -474,10 +481,10 @@ class SurrogateNUTS:
         """Fit V to the pooled points when they have doubled since the last
         fit (the first time: at once); keep it when it predicts
         ``min_accept`` and beats the V in use on the same held-out points."""
-        n_recorded = sum(q.shape[0] for c in run.ctxs for q, _, _ in c.policy_state.blocks)
+        n_recorded = sum(q.shape[0] for c in run.ctxs for q, _, _ in c.state.blocks)
         if n_recorded < 2 * self.n_at_last_try:
             for c in run.ctxs:          # their blocks are training data next time
-                c.policy_state.n_new = 0
+                c.state.n_new = 0
             return
         self.n_at_last_try = n_recorded
         Q, G, U, held = self._pooled(run)
@@ -517,7 +524,7 @@ class SurrogateNUTS:
         cap = self.policy.max_points
         parts = []                       # (Q, G, U, held)
         for ctx in run.ctxs:
-            st = ctx.policy_state
+            st = ctx.state
             blocks, n_new = st.blocks, st.n_new
             st.n_new = 0
             if not blocks:
@@ -560,7 +567,7 @@ class SurrogateNUTS:
         return u_min + d + 6.0 * np.sqrt(d) + 10.0
 
     def _sample(self, ctx):
-        ctx.policy_state.judge.active = False     # V is fixed: U alone from here
+        ctx.state.judge.active = False     # V is fixed: U alone from here
         with ctx.phase("sample"):
             ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
 
@@ -569,7 +576,7 @@ class SurrogateNUTS:
         """Exact calls of each chain: (U-and-gradient, U-only)."""
         out = []
         for ctx in run.ctxs:
-            st = getattr(ctx, "policy_state", None)
+            st = _state(ctx)
             if st is None:
                 out.append((0, 0))
                 continue
@@ -585,7 +592,7 @@ class SurrogateNUTS:
         calls = self.exact_calls_per_chain(run)
         chains = []
         for ctx, (g, v) in zip(run.ctxs, calls):
-            st = getattr(ctx, "policy_state", None)
+            st = _state(ctx)
             if st is None:
                 continue
             surrogate_rows = sum(b - a for a, b, mode, _ in st.history if mode == "surrogate")
@@ -643,7 +650,8 @@ def surrogate_nuts_warmup(sampler, run):
     :class:`SurrogatePolicy`.
 
     Each chain's ``ctx.chain`` ends at its adapted state, step size and
-    metric, from which the sampler's own kernel continues.  Returns a
+    metric, from which the sampler's own kernel continues; its ``ctx.state``
+    is the warm-up's, for the sampler to replace with its own.  Returns a
     :class:`WarmupPoints`: every recorded point, pooled (``Q``, ``G``,
     ``U``: shapes (n, dim), (n, dim), (n,)), for the sampler's own
     surrogate, and the Laplace approximation of the start (or None).
@@ -658,7 +666,7 @@ def surrogate_nuts_warmup(sampler, run):
     Q, G, U = engine.training_points(run)
     calls = engine.exact_calls_per_chain(run)
     surrogate_rows = sum(b - a for ctx in run.ctxs
-                         for a, b, mode, _ in ctx.policy_state.history if mode == "surrogate")
+                         for a, b, mode, _ in ctx.state.history if mode == "surrogate")
     n_rows = run.n_warmup * len(run.ctxs)
     run.info["warmup"] = {
         "kind": "surrogate-nuts", "n_points": int(Q.shape[0]), "fits": engine.fits,

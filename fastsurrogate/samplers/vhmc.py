@@ -34,6 +34,7 @@ With ``exact=True`` the frozen V drives the leapfrog but the exact U judges
 target the exact posterior.
 """
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -113,6 +114,29 @@ def _check_laplace(laplace: LaplaceApproximation | None, dim: int
         if laplace.dim != dim:
             raise ValueError(f"laplace has dim {laplace.dim}; the potential has {dim}")
     return laplace
+
+
+@dataclass
+class _VHMCChain:
+    """A VHMC chain's own state (its ``ctx.state``): its surrogate and training record."""
+    net: RandomNetwork | None = None      # the random-basis network z
+    V: WeightedSum | ClampedSum | None = None   # the surrogate V on z and the Laplace term
+    lam: float | None = None              # the ridge penalty of (3.19)
+    t0: int = 0                           # training iterations (V is frozen from t0)
+    curve: dict | None = None             # the training curve (info["training_curve"])
+    train_radius: float | None = None     # the training points' farthest Laplace distance
+
+
+def _chain_state(ctx):
+    """The chain's _VHMCChain; its defaults when the run stopped before the
+    chain had one (or in the surrogate-NUTS warm-up, whose state it holds)."""
+    return ctx.state if isinstance(ctx.state, _VHMCChain) else _VHMCChain()
+
+
+def _new_curve(mu):
+    """An empty training curve (``mu``: its first values)."""
+    return {"iteration": [], "sq_error": [], "sq_grad": [], "mu": list(mu),
+            "weight_change": [], "resolves": []}
 
 
 class VHMC(HMC):
@@ -462,7 +486,7 @@ class VHMC(HMC):
                         break
                 v_check = v
         Q = hook.points()[0]
-        ctx.train_radius = float(np.max(_laplace_distance(V, Q))) if Q.shape[0] else 0.0
+        ctx.state.train_radius = float(np.max(_laplace_distance(V, Q))) if Q.shape[0] else 0.0
         iteration, sq_error, sq_grad = hook.curve()
         curve["iteration"].extend(iteration.tolist())
         curve["sq_error"].extend(sq_error.tolist())
@@ -543,11 +567,9 @@ class VHMC(HMC):
             if isinstance(V, ClampedSum):
                 V.radius = radius
         judge = self.potential if self.exact else V
-        for ctx in run.ctxs:
-            ctx.net, ctx.V, ctx.lam, ctx.t0 = net, V, lam, run.n_warmup
-            ctx.train_radius = radius
-            ctx.curve = {"iteration": [], "sq_error": [], "sq_grad": [], "mu": [1.0],
-                         "weight_change": [], "resolves": []}
+        for ctx in run.ctxs:        # the warm-up's state gives way to VHMC's
+            ctx.state = _VHMCChain(net=net, V=V, lam=lam, t0=run.n_warmup,
+                                   curve=_new_curve([1.0]), train_radius=radius)
 
         def sample(ctx):
             old = ctx.chain
@@ -563,9 +585,7 @@ class VHMC(HMC):
     def chain(self, ctx, lap, seed, mu_fn, t_max):
         """One chain: train for t0 iterations, freeze V, finish the warm-up, sample."""
         net, V, lam = self.make_surrogate(lap, seed)
-        ctx.net, ctx.V, ctx.lam, ctx.t0 = net, V, lam, 0
-        ctx.curve = {"iteration": [], "sq_error": [], "sq_grad": [], "mu": [],
-                     "weight_change": [], "resolves": []}
+        st = ctx.state = _VHMCChain(net=net, V=V, lam=lam, t0=0, curve=_new_curve([]))
         inv_metric = self._inv_metric(lap)
         step0 = self.step_size if self.step_size is not None else (1.0 if self.adapt else 0.1)
         trainer = SMWTrainer(self.n_hidden, self.potential.dim, lam)
@@ -579,7 +599,7 @@ class VHMC(HMC):
                 if self.step_size is None:
                     chain.find_step_size()
                 chain.start_adaptation(self.target_accept)
-            ctx.t0 = self.train(chain, ctx.warm, ctx, t_max, net, V, trainer, mu_fn, ctx.curve)
+            st.t0 = self.train(chain, ctx.warm, ctx, t_max, net, V, trainer, mu_fn, st.curve)
             if self.adapt:
                 chain.finish_adaptation()
         if ctx.index == 0:
@@ -601,12 +621,12 @@ class VHMC(HMC):
                                       max_energy_error=self.max_energy_error,
                                       delayed_acceptance=self.delayed_acceptance)
         n_warmup = ctx.run.n_warmup
-        if ctx.t0 < n_warmup:
+        if st.t0 < n_warmup:
             with ctx.phase("warmup"):
-                readapt = self.adapt and n_warmup - ctx.t0 >= 50
+                readapt = self.adapt and n_warmup - st.t0 >= 50
                 if readapt:
                     chain.start_adaptation(self.target_accept)
-                ctx.run_span(chain, ctx.warm, ctx.t0, n_warmup, "warmup")
+                ctx.run_span(chain, ctx.warm, st.t0, n_warmup, "warmup")
                 if readapt:
                     chain.finish_adaptation()
         with ctx.phase("sample"):
@@ -635,7 +655,8 @@ class VHMC(HMC):
         the Laplace approximation's metric, than every training point."""
         out = []
         for ctx in run.ctxs:
-            V, radius = getattr(ctx, "V", None), getattr(ctx, "train_radius", None)
+            st = _chain_state(ctx)
+            V, radius = st.V, st.train_radius
             n = ctx.done.get("sample", 0)
             if V is None or radius is None or n == 0:
                 out.append(0.0)
@@ -647,8 +668,9 @@ class VHMC(HMC):
     def _info(self, lap, run):
         """The run's info from every chain's training curve and counts."""
         train_evals, sample_evals, curves = [], [], []
-        for ctx in run.ctxs:
-            c = getattr(ctx, "curve", None)
+        states = [_chain_state(ctx) for ctx in run.ctxs]
+        for ctx, st in zip(run.ctxs, states):
+            c = st.curve
             if c is None:           # the chain never started
                 continue
             cv = {"iteration": np.asarray(c["iteration"], dtype=np.int64),
@@ -662,21 +684,21 @@ class VHMC(HMC):
             if self.exact:
                 nw, ns = ctx.done.get("warmup", 0), ctx.done.get("sample", 0)
                 # + 1: the exact chain's start evaluates U at the state it takes over
-                sample_evals.append(int(ctx.warm["judge_evaluated"][ctx.t0:nw].sum())
+                sample_evals.append(int(ctx.warm["judge_evaluated"][st.t0:nw].sum())
                                     + int(ctx.main["judge_evaluated"][:ns].sum()) + 1)
             else:
                 sample_evals.append(0)
-        Vs = [getattr(c, "V", None) for c in run.ctxs]
+        Vs = [st.V for st in states]
         lap_evals = 0 if self.laplace is not None else int(lap.info.get("n_evaluations", 0))
         return {
-            "t0": [getattr(c, "t0", 0) for c in run.ctxs],
+            "t0": [st.t0 for st in states],
             "mu_final": [float(V.weights[0]) if V is not None else np.nan for V in Vs],
-            "lambda": getattr(run.ctxs[-1], "lam", None),
+            "lambda": states[-1].lam,
             "n_hidden": self.n_hidden,
             "training_curve": curves,
             "exact_evaluations": {"laplace": lap_evals, "train": train_evals,
                                   "after_t0": sample_evals},
-            "networks": [getattr(c, "net", None) for c in run.ctxs],
+            "networks": [st.net for st in states],
             "surrogates": Vs,
             "target": ("exact posterior (surrogate-driven leapfrog, exact Metropolis test)"
                        if self.exact else
