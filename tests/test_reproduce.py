@@ -267,3 +267,12 @@ def test_list_covers_every_table_and_figure_of_the_papers(capsys):
     assert "not reproduced here yet" not in out
     for paper, item in NOT_REPRODUCED:
         assert f"{paper}, {item}: not reproduced: " in out
+
+
+def test_a_report_has_one_page_title():
+    # the table's own "# ..." heading goes under "## Measured here" as "### ...";
+    # code blocks keep their "#" lines
+    from fastsurrogate.reproduce import demote_headings
+    text = "# A\n\ntext\n\n## B\n\n```\n# a comment\n```\n### C"
+    assert demote_headings(text) == "### A\n\ntext\n\n#### B\n\n```\n# a comment\n```\n##### C"
+    assert demote_headings("#### D") == "#### D" and demote_headings("no heading") == "no heading"

@@ -34,11 +34,29 @@ from ._report import log, machine_line
 __all__ = ["Table", "TABLES", "run_table", "main", "coverage", "PAPER_ITEMS", "NOT_REPRODUCED"]
 
 
-_NO_PAPER = ("None of this figure's values are quoted in this project's texts, so the "
-             "\"paper\" column is n/a throughout.")
+_NO_PAPER = ("The paper gives no number for this figure (it is drawn), so the \"paper\" "
+             "column is n/a throughout.")
 _PAPER_NOTE = ("The \"paper\" column of each table below gives the paper's own figure for that "
-               "row where it is quoted in this project's README, issues or bench scripts, and "
-               "\"n/a\" where it is not known here (no figure is guessed).")
+               "row, read from the paper, and \"n/a\" where the paper gives none (no figure is "
+               "guessed).")
+
+
+def demote_headings(text, top=3):
+    """`text` (Markdown) with its headings moved down so that the highest
+    is level `top` (a report's own "# ..." under "## Measured here" would
+    otherwise be a second page title); fenced code is left alone."""
+    lines, fenced, levels = text.split("\n"), False, []
+    for ln in lines:
+        fenced ^= ln.startswith("```")
+        m = None if fenced else re.match(r"(#+) ", ln)
+        if m:
+            levels.append(len(m.group(1)))
+    shift = max(0, top - min(levels)) if levels else 0
+    out, fenced = [], False
+    for ln in lines:
+        fenced ^= ln.startswith("```")
+        out.append("#" * shift + ln if shift and not fenced and re.match(r"#+ ", ln) else ln)
+    return "\n".join(out)
 
 
 def _collect():
@@ -131,11 +149,10 @@ def run_table(name, argv=(), quick=False, out=None):
         log(f"[{name}] {table.title} ({'quick' if quick else 'full'}) ...")
         t0 = time.perf_counter()
         body = add_paper_column(reproduce(args).strip(), name)
+        links = []
         if out:
             os.makedirs(out, exist_ok=True)
             links = plot_report(body, name, table.plots, out)
-            if links:
-                body += "\n\n## Plots\n\n" + "\n\n".join(links)
         secs = time.perf_counter() - t0
         head.append(f"- {'--quick run' if quick else 'full run'}: {secs:.0f} s")
         parts = ["\n".join(head)]
@@ -143,7 +160,9 @@ def run_table(name, argv=(), quick=False, out=None):
         parts.append("## The paper's figures\n\n" + (paper or _NO_PAPER) + "\n\n" + _PAPER_NOTE)
         if table.missing:
             parts.append("## Not reproduced here\n\n" + table.missing.strip())
-        parts.append("## Measured here\n\n" + body.strip())
+        parts.append("## Measured here\n\n" + demote_headings(body.strip()))
+        if links:
+            parts.append("## Plots\n\n" + "\n\n".join(links))
         text = "\n\n".join(parts) + "\n"
         log(f"[{name}] done in {secs:.0f} s")
     if out:
