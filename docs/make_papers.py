@@ -156,13 +156,12 @@ def copy_from(src):
     ``fastsurrogate reproduce --quick --out SRC`` run (the full runs' reports
     stay)."""
     full = _full_reports()
-    keep = set(full).union(*full.values()) if full else set()
+    keep = set().union(*full.values(), (n + ".md" for n in full))   # files of the full runs
     for f in os.listdir(OUT):
-        if f.endswith((".md", ".png")) and f not in keep and f[:-3] not in full:
+        if f.endswith((".md", ".png")) and f not in keep:
             os.remove(os.path.join(OUT, f))
     for f in sorted(os.listdir(src)):
-        if f.endswith((".md", ".png")) and f != "README.md" and f not in keep \
-                and f[:-3] not in full:
+        if f.endswith((".md", ".png")) and f != "README.md" and f not in keep:
             shutil.copy(os.path.join(src, f), OUT)
             if f.endswith(".png"):
                 shrink_png(os.path.join(OUT, f))

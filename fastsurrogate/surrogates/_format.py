@@ -64,17 +64,18 @@ def _encode(value, arrays, classes):
         f"cannot save a {name}: save() supports {sorted(classes)} (and WeightedSums of them)")
 
 
-def _decode(node, arrays, classes):
+def decode(node, arrays, classes):
+    """The object a tree of :func:`read_surrogate` describes."""
     if "v" in node:
         return node["v"]
     if "a" in node:
         return arrays[node["a"]]
     if "l" in node:
-        return [_decode(v, arrays, classes) for v in node["l"]]
+        return [decode(v, arrays, classes) for v in node["l"]]
     cls = classes.get(node.get("cls"))
     if cls is None:
         raise ValueError(f"unknown surrogate class {node.get('cls')!r} in the file")
-    obj = cls(*[_decode(a, arrays, classes) for a in node["args"]])
+    obj = cls(*[decode(a, arrays, classes) for a in node["args"]])
     if node.get("info") and hasattr(obj, "info"):
         obj.info = dict(node["info"])
     return obj
@@ -96,11 +97,6 @@ def read_surrogate(path):
     return header["object"], arrays
 
 
-def decode(tree, arrays, classes):
-    """The object a tree of :func:`read_surrogate` describes."""
-    return _decode(tree, arrays, classes)
-
-
 def read_network(path, cls):
     """The `cls` instance saved in `path` (a ValueError when the file holds
     another surrogate)."""
@@ -108,4 +104,4 @@ def read_network(path, cls):
     if tree.get("cls") != cls.__name__:
         raise ValueError(f"{path} holds a {tree.get('cls')}, not a {cls.__name__}: load it "
                          "with fastsurrogate.surrogates.load")
-    return _decode(tree, arrays, {cls.__name__: cls})
+    return decode(tree, arrays, {cls.__name__: cls})
