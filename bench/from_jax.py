@@ -1,4 +1,4 @@
-"""What Potential.from_jax adds per call beyond the compiled JAX function.
+"""What fs.from_jax adds per call beyond the compiled JAX function.
 
 Same run, interleaved repeats, medians; microseconds per call of value and
 gradient:
@@ -74,7 +74,7 @@ def per_call(fn, n):
 
 
 def measure(logp, example, n, repeats):
-    pot = fs.Potential.from_jax(logp, example)
+    pot = fs.from_jax(logp, example)
     q = np.asarray(jax.random.normal(jax.random.PRNGKey(0), example.shape)) * 0.1
     jitted = jax.jit(jax.value_and_grad(logp))
     jitted(q)[1].block_until_ready()
@@ -102,7 +102,7 @@ def measure(logp, example, n, repeats):
 
 
 def threads(repeats):
-    pot = fs.Potential.from_jax(*logistic(n=20_000, d=50))
+    pot = fs.from_jax(*logistic(n=20_000, d=50))
     kw = dict(n_draws=200, n_warmup=200, seed=1, progress=False, surrogate=False, warn=False)
     one, two = [], []
     for _ in range(repeats):

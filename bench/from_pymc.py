@@ -1,4 +1,4 @@
-"""What Potential.from_pymc costs per gradient, and how chains in threads scale.
+"""What fs.from_pymc costs per gradient, and how chains in threads scale.
 
 Model: a PyMC logistic regression, N rows x D features (default 5000 x 20;
 X and y as pm.Data), beta ~ N(0, 1), intercept ~ N(0, 5).  Same run,
@@ -116,7 +116,7 @@ def main():
     load0 = os.getloadavg()
     m = model(opts.rows, opts.cols)
     t = time.perf_counter()
-    pot = fs.Potential.from_pymc(m)
+    pot = fs.from_pymc(m)
     t_build = time.perf_counter() - t
     assert pot.thread_safe
     loop = numba_loop(pot)
@@ -188,7 +188,7 @@ def main():
                 rows["nutpie_scale"].append(s1 / s2)
     load1 = os.getloadavg()
 
-    print(f"# Potential.from_pymc: logistic regression {opts.rows} x {opts.cols} "
+    print(f"# fs.from_pymc: logistic regression {opts.rows} x {opts.cols} "
           f"(dim {pot.dim}), {opts.repeats} repeats")
     print(f"CPU: {cpu_model()} ({os.cpu_count()} CPUs)")
     print(machine_line())

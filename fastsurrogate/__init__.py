@@ -35,6 +35,7 @@ from .samplers import RMHMC, RNSRMHMC
 from .samplers import SGLD, SGHMC
 from . import surrogates
 from . import interop
+from .interop import from_jax, from_pymc
 from . import plots          # matplotlib is imported only when a plot is made
 from .diagnostics import approximation, check_gradient, SamplingWarning
 from ._headers import get_include
@@ -45,4 +46,4 @@ __version__ = "0.1.0.dev0"
 __all__ = ["Potential", "PotentialError", "TrainingError", "WeightedSum", "RecordingPotential",
            "Result", "HMC", "NUTS", "SurrogatePolicy", "RNSHMC", "ARNSHMC", "NNGHMC", "VHMC", "RMHMC", "RNSRMHMC", "SGLD", "SGHMC",
            "sample", "check_gradient", "SamplingWarning", "models", "surrogates", "diagnostics", "approximation", "datasets", "interop",
-           "get_include", "resume", "SAMPLERS", "plots", "LowRankMetric"]
+           "get_include", "resume", "from_jax", "from_pymc", "SAMPLERS", "plots", "LowRankMetric"]

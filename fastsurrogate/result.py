@@ -308,7 +308,7 @@ class Result:
             Variable name -> list of dimension names, e.g.
             ``{"beta": ["feature"]}`` (after ``rename``).  Default: the
             potential's ``arviz_dims`` when it has them (a PyMC model's
-            dims, ``Potential.from_pymc``), else ``name_dim_0``, ....
+            dims, ``fs.from_pymc``), else ``name_dim_0``, ....
         coords : dict, optional
             Dimension name -> coordinate values, e.g. ``{"feature": names}``;
             default the potential's ``arviz_coords`` when it has them.

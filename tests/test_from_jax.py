@@ -1,4 +1,4 @@
-"""Potential.from_jax: models the tests write themselves in JAX.
+"""fs.from_jax: models the tests write themselves in JAX.
 
 The five posteriordb references are written here in ``jax.numpy`` from the
 shared data (not through the package's hand-coded models) and sampled with
@@ -145,7 +145,7 @@ def build(name, data_dir):
 def test_the_jax_model_agrees_with_the_hand_coded_one(name, data_dir):
     """Value differences are constant and gradients equal: the same posterior."""
     logdensity, example, _ = build(name, data_dir)
-    pot = fs.Potential.from_jax(logdensity, example)
+    pot = fs.from_jax(logdensity, example)
     model = pdb.MODELS[name].from_posteriordb(data_dir)
     rng = np.random.default_rng(0)
     # the hand-coded models order their parameters as Stan does; the pytree is
@@ -187,7 +187,7 @@ def _unconstrain_like(name, pot, c):
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_the_five_references_through_jax_models(name, surrogate, data_dir):
     logdensity, example, constrain = build(name, data_dir)
-    pot = fs.Potential.from_jax(logdensity, example, constrain=constrain)
+    pot = fs.from_jax(logdensity, example, constrain=constrain)
     res = fs.sample(pot, seed=7, progress=False, surrogate=surrogate, warn=False)
     assert res.method == "nuts"
     assert np.all(diagnostics.rhat(res.draws) < 1.01)
@@ -199,7 +199,7 @@ def test_the_five_references_through_jax_models(name, surrogate, data_dir):
 def test_names_shapes_and_arviz():
     def logdensity(p):
         return -0.5 * (jnp.sum(p["theta"] ** 2) + p["mu"] ** 2 + jnp.sum(p["m"] ** 2))
-    pot = fs.Potential.from_jax(logdensity, {"mu": 0.0, "theta": jnp.zeros(3),
+    pot = fs.from_jax(logdensity, {"mu": 0.0, "theta": jnp.zeros(3),
                                              "m": np.zeros((2, 2))})
     assert pot.dim == 8
     # ravel_pytree's order: sorted dict keys, each leaf in C order
@@ -222,7 +222,7 @@ def test_names_shapes_and_arviz():
 
 
 def test_a_bare_array_and_pickling():
-    pot = fs.Potential.from_jax(_module_level_logdensity, jnp.zeros(3))
+    pot = fs.from_jax(_module_level_logdensity, jnp.zeros(3))
     assert pot.param_names == ["q[0]", "q[1]", "q[2]"]
     again = pickle.loads(pickle.dumps(pot))
     q = np.array([0.1, -0.2, 0.3])
@@ -236,12 +236,12 @@ def _module_level_logdensity(x):
 
 def test_bad_inputs_are_refused_before_sampling():
     with pytest.raises(TypeError, match="callable"):
-        fs.Potential.from_jax(3.0, {"a": 0.0})
+        fs.from_jax(3.0, {"a": 0.0})
     with pytest.raises(TypeError, match="constrain"):
-        fs.Potential.from_jax(lambda p: p["a"], {"a": 0.0}, constrain=1)
+        fs.from_jax(lambda p: p["a"], {"a": 0.0}, constrain=1)
     with pytest.raises(ValueError, match="scalar"):
-        fs.Potential.from_jax(lambda x: x, jnp.zeros(2))
+        fs.from_jax(lambda x: x, jnp.zeros(2))
     with pytest.raises(ValueError, match="no array leaves"):
-        fs.Potential.from_jax(lambda p: 0.0, {})
+        fs.from_jax(lambda p: 0.0, {})
     with pytest.raises(TypeError, match="dtype"):
-        fs.Potential.from_jax(lambda p: 0.0, {"a": np.array(["x"])})
+        fs.from_jax(lambda p: 0.0, {"a": np.array(["x"])})

@@ -1,4 +1,4 @@
-"""Potential.from_pymc: a PyMC model's log density behind a numba cfunc (or a
+"""fs.from_pymc: a PyMC model's log density behind a numba cfunc (or a
 PyTensor callback), against PyMC's own functions and the posteriordb
 reference posteriors (PyMC models written here from the posteriordb data)."""
 import pickle
@@ -45,7 +45,7 @@ def small_model():
 @pytest.fixture(scope="module")
 def small():
     model = small_model()
-    return model, fs.Potential.from_pymc(model)
+    return model, fs.from_pymc(model)
 
 
 def _point(pot, q):
@@ -62,7 +62,7 @@ def _point(pot, q):
 def test_value_and_gradient_agree_with_pymc(small, backend):
     model, pot = small
     if backend == "python":
-        pot = fs.Potential.from_pymc(model, backend="python")
+        pot = fs.from_pymc(model, backend="python")
         assert not pot.thread_safe
     else:
         assert pot.thread_safe
@@ -209,22 +209,22 @@ def test_to_arviz_has_the_models_names_shapes_and_coords(small):
 
 def test_bad_inputs_raise_before_any_compilation():
     with pytest.raises(TypeError, match="pymc.Model"):
-        fs.Potential.from_pymc({"mu": 0.0})
+        fs.from_pymc({"mu": 0.0})
     with pytest.raises(TypeError, match="pymc.Model"):
-        fs.Potential.from_pymc(fs.models.StandardNormal(2))
+        fs.from_pymc(fs.models.StandardNormal(2))
     with pm.Model() as discrete:
         pm.Normal("mu")
         pm.Poisson("k", 3.0)
     with pytest.raises(ValueError, match="discrete.*'k'"):
-        fs.Potential.from_pymc(discrete)
+        fs.from_pymc(discrete)
     with pm.Model() as empty:
         pm.Normal("y", 0.0, 1.0, observed=np.zeros(3))
     with pytest.raises(ValueError, match="no free random variables"):
-        fs.Potential.from_pymc(empty)
+        fs.from_pymc(empty)
     with pm.Model() as fine:
         pm.Normal("mu")
     with pytest.raises(ValueError, match="backend"):
-        fs.Potential.from_pymc(fine, backend="jax")
+        fs.from_pymc(fine, backend="jax")
 
 
 def test_without_numba_the_default_backend_says_so(monkeypatch):
@@ -233,8 +233,8 @@ def test_without_numba_the_default_backend_says_so(monkeypatch):
         pm.Normal("y", mu, 1.0, observed=np.array([0.5, 1.5]))
     monkeypatch.setitem(sys.modules, "numba", None)
     with pytest.raises(ImportError, match="needs numba"):
-        fs.Potential.from_pymc(model)
-    pot = fs.Potential.from_pymc(model, backend="python")
+        fs.from_pymc(model)
+    pot = fs.from_pymc(model, backend="python")
     # posterior N(2/3, 1/3): U = 1.5 (mu - 2/3)^2 + const
     assert pot.grad(np.array([1.0])) == pytest.approx([3.0 * (1.0 - 2.0 / 3.0)])
 
@@ -252,7 +252,7 @@ def test_pickles_by_recompiling_from_the_model():
     with pm.Model() as model:
         mu = pm.Normal("mu", 1.0, 2.0)
         pm.Normal("y", mu, 1.0, observed=np.array([0.5, 1.5]))
-    pot = fs.Potential.from_pymc(model)
+    pot = fs.from_pymc(model)
     back = pickle.loads(pickle.dumps(pot))
     assert back is not pot and back.thread_safe and back.param_names == ["mu"]
     assert back.value_and_grad(np.array([0.3]))[0] == pot.value_and_grad(np.array([0.3]))[0]
@@ -361,7 +361,7 @@ def test_pymc_model_reproduces_reference_posterior(data_dir, name, surrogate):
     surrogate off and forced on: the two choices surrogate="auto" makes."""
     build = POSTERIORS[name]
     cls = pdb.MODELS[name]
-    pot = fs.Potential.from_pymc(build(pdb.load_data(cls.data_name, data_dir)))
+    pot = fs.from_pymc(build(pdb.load_data(cls.data_name, data_dir)))
     assert pot.thread_safe
     ref = pdb.load_reference(name, data_dir)
     # the PyMC model and the NumPy one differ by a constant only

@@ -55,7 +55,7 @@ PRIOR_SCALE = np.array([0.5, 0.5, 0.5, 0.5, 1.0, 1.0, 1.0])
 # -- the model in JAX, with diffrax ------------------------------------------------
 
 def jax_model(y):
-    """(logdensity, example, constrain) for Potential.from_jax."""
+    """(logdensity, example, constrain) for fs.from_jax."""
     import jax
     import jax.numpy as jnp
     import diffrax
@@ -185,7 +185,7 @@ def main(argv=None):
         logdensity, example, constrain = jax_model(y)
         # seven parameters: forward-mode derivatives through the solver are
         # cheaper than its adjoint (2.2 against 3.5 ms per gradient here)
-        pot = fs.Potential.from_jax(logdensity, example, constrain=constrain, grad="forward")
+        pot = fs.from_jax(logdensity, example, constrain=constrain, grad="forward")
         out["jax"] = run("JAX + diffrax", pot, args.quick)
     try:
         import pymc  # noqa: F401
@@ -193,7 +193,7 @@ def main(argv=None):
     except ImportError:
         print("PyMC model skipped: pip install pymc numba")
     else:
-        pot = fs.Potential.from_pymc(pymc_model(y))
+        pot = fs.from_pymc(pymc_model(y))
         out["pymc"] = run("PyMC + RK4", pot, args.quick)
     return out
 

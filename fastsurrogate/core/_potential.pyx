@@ -331,72 +331,6 @@ cdef class Potential:
         out.thread_safe = isinstance(keep_alive, Potential) and (<Potential>keep_alive).thread_safe
         return out
 
-    @staticmethod
-    def from_pymc(model, **kwargs):
-        """The log density of a PyMC model as a Potential on its unconstrained space.
-
-        U(q) = -log p(q), where ``q`` (shape ``(dim,)``) is the model's value
-        variables after their transforms (``tau_log__``, ...), flattened and
-        concatenated in the order of ``model.free_RVs``; the log-Jacobians of
-        the transforms are included.  Value and gradient are one graph
-        compiled once by PyTensor.
-
-        Parameters
-        ----------
-        model : pymc.Model
-            A model whose free variables are all continuous.
-        backend : {"numba", "python"}
-            "numba" (default): PyTensor's numba backend behind a numba
-            ``cfunc`` that the C chain loop calls without the GIL; the
-            Potential is thread-safe, so chains in threads run in parallel.
-            "python": a callback through PyTensor's C backend (holds the GIL;
-            chains run one at a time).
-        value_function : bool
-            Also compile log p without its gradient (default True), for the
-            callers that need U only (surrogate samplers' exact tests).
-
-        Returns
-        -------
-        Potential
-            With ``param_names`` (``mu``, ``tau_log__``, ``theta[0]``, ...),
-            ``constrain(q)`` (``(..., dim)`` -> dict of the free variables and
-            Deterministics on their own scale, shapes ``(..., *shape)``),
-            ``reference_names``, ``arviz_dims`` / ``arviz_coords`` (from the
-            model's dims and coords, used by ``Result.to_arviz``),
-            ``initial_point()`` and ``model``.
-
-        See :func:`fastsurrogate.interop._pymc_model.from_pymc` for the
-        details.
-
-        Examples
-        --------
-        >>> import pymc as pm, fastsurrogate as fs             # doctest: +SKIP
-        >>> with pm.Model() as model:                          # doctest: +SKIP
-        ...     mu = pm.Normal("mu")
-        ...     pm.Normal("y", mu, 1.0, observed=[0.1, -0.3])
-        >>> pot = fs.Potential.from_pymc(model)                # doctest: +SKIP
-        >>> res = fs.sample(pot)                               # doctest: +SKIP
-        """
-        from fastsurrogate.interop._pymc_model import from_pymc
-        return from_pymc(model, **kwargs)
-
-    @staticmethod
-    def from_jax(logdensity_fn, example, **kwargs):
-        """A JAX log density as a Potential: see ``fastsurrogate.interop.from_jax``.
-
-        Parameters
-        ----------
-        logdensity_fn : callable
-            A JAX function ``params -> log density`` (a scalar).
-        example : pytree
-            Parameters of the right structure, shapes and dtypes (their values
-            are not used beyond that); ``q`` is the flattened pytree.
-        **kwargs
-            Passed on to ``fastsurrogate.interop.from_jax``.
-        """
-        from fastsurrogate.interop._jax_model import from_jax
-        return from_jax(logdensity_fn, example, **kwargs)
-
     def __repr__(self):
         return f"<{type(self).__name__} dim={self.pot.dim}>"
 
@@ -621,7 +555,7 @@ cdef class CFunctionPotential(Potential):
     The C chain loop calls the function directly, without the GIL, so a
     thread-safe function (one that keeps no state between calls, e.g. a
     numba ``cfunc``) lets chains in threads run in parallel.  This is what
-    :meth:`Potential.from_pymc` builds on.
+    :func:`fastsurrogate.from_pymc` builds on.
 
     Parameters
     ----------

@@ -20,9 +20,9 @@ And the other way, models written in those libraries as Potentials:
 
 ==========================  ====================================================
 ``from_jax(fn, example)``   a JAX log density over a pytree, compiled once
-                            (``Potential.from_jax``); module ``interop._jax_model``
+                            (also ``fastsurrogate.from_jax``); module ``interop._jax_model``
 ``from_pymc(model)``        a PyMC model's unconstrained log density, compiled by
-                            PyTensor (``Potential.from_pymc``); module
+                            PyTensor (also ``fastsurrogate.from_pymc``); module
                             ``interop._pymc_model``
 ==========================  ====================================================
 

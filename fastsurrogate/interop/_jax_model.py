@@ -1,4 +1,4 @@
-"""A JAX log density as a Potential: ``Potential.from_jax``.
+"""A JAX log density as a Potential: ``fs.from_jax``.
 
 The user writes ``logdensity_fn(params) -> scalar`` over a pytree of
 parameters on the unconstrained scale, as for BlackJAX or NumPyro's
@@ -27,10 +27,10 @@ def _import_jax():
     try:
         import jax
     except ImportError as exc:        # pragma: no cover - depends on the install
-        raise ImportError("Potential.from_jax needs JAX: pip install jax") from exc
+        raise ImportError("fastsurrogate.from_jax needs JAX: pip install jax") from exc
     if not jax.config.jax_enable_x64:
         raise RuntimeError(
-            "Potential.from_jax samples in float64; enable it before building any "
+            "fastsurrogate.from_jax samples in float64; enable it before building any "
             "JAX array: jax.config.update('jax_enable_x64', True)")
     return jax
 
@@ -136,6 +136,8 @@ def _compiled(jax, logdensity_fn, unravel, dim, grad):
 def from_jax(logdensity_fn, example, *, constrain=None, grad="reverse"):
     """A Potential from a JAX log density over a pytree of parameters.
 
+    Value and gradient are one XLA executable compiled ahead of time.
+
     Parameters
     ----------
     logdensity_fn : callable
@@ -172,7 +174,7 @@ def from_jax(logdensity_fn, example, *, constrain=None, grad="reverse"):
     >>> jax.config.update("jax_enable_x64", True)            # doctest: +SKIP
     >>> def logdensity(p):                                   # doctest: +SKIP
     ...     return -0.5 * jnp.sum((p["theta"] - p["mu"]) ** 2) - 0.5 * p["mu"] ** 2
-    >>> pot = fs.Potential.from_jax(logdensity, {"mu": 0.0, "theta": jnp.zeros(3)})  # doctest: +SKIP
+    >>> pot = fs.from_jax(logdensity, {"mu": 0.0, "theta": jnp.zeros(3)})  # doctest: +SKIP
     >>> res = fs.sample(pot)                                 # doctest: +SKIP
     """
     if not callable(logdensity_fn):

@@ -1,4 +1,4 @@
-"""A PyMC model as a Potential: ``Potential.from_pymc(model)``.
+"""A PyMC model as a Potential: ``fs.from_pymc(model)``.
 
 The model's joint log density and its gradient, on the unconstrained space
 (PyMC's value variables after their transforms, log-Jacobians included),
@@ -22,9 +22,8 @@ and shapes), ``reference_names``, ``arviz_dims`` / ``arviz_coords`` (from
 the model's dims and coords; ``Result.to_arviz`` uses them) and
 ``initial_point()``.
 
-pymc, pytensor and numba are imported inside the functions here, and this
-module is imported only by ``Potential.from_pymc``: importing fastsurrogate
-imports none of them.
+pymc, pytensor and numba are imported inside the functions here: importing
+fastsurrogate imports none of them.
 """
 import itertools
 import threading
@@ -45,6 +44,9 @@ BACKENDS = ("numba", "python")
 
 def from_pymc(model: Any, *, backend: str = "numba", value_function: bool = True) -> Potential:
     """The log density of a PyMC model as a Potential on its unconstrained space.
+
+    The transforms' log-Jacobians (``tau_log__``, ...) are included; value
+    and gradient are one graph compiled once by PyTensor.
 
     Parameters
     ----------
@@ -87,28 +89,33 @@ def from_pymc(model: Any, *, backend: str = "numba", value_function: bool = True
 
     Notes
     -----
-    Compilation: PyTensor caches what it compiles for numba on disk, so a
-    model built again compiles much faster the second time (a GP with an
-    ``MvNormal``: minutes the first time); the ``cfunc`` is compiled every
-    time, and numba generates the code of the graph it calls again with it
-    (one to several seconds).  numba's linear algebra (``MvNormal``'s
-    Cholesky, ``X @ beta``) calls SciPy's OpenBLAS: with chains in threads,
-    run it on one thread (``OPENBLAS_NUM_THREADS=1``), or its worker threads
-    spin beside the chains (measured on a loaded 2-core machine: 1.1 ms
-    instead of 0.2 ms per gradient of an 11-point GP).  A non-finite
-    log density, or a failure inside the compiled function (a Cholesky of a
-    matrix that is not positive definite), gives U = inf and counts as a
-    divergence.  An Op that PyTensor cannot compile to numba runs in Python
-    inside the function (PyTensor warns, and so does this function): it
-    takes the GIL while it runs.
+    Compilation: PyTensor caches its numba code on disk (a GP with an
+    ``MvNormal``: minutes the first time, much less after); the ``cfunc``
+    and the graph it calls are compiled every time (seconds).  numba's
+    linear algebra calls SciPy's OpenBLAS: with chains in threads set
+    ``OPENBLAS_NUM_THREADS=1``, or its threads spin beside the chains (on a
+    loaded 2-core machine 1.1 ms instead of 0.2 ms per gradient of an
+    11-point GP).  A non-finite log density, or a failure inside the
+    compiled function (a Cholesky of a matrix not positive definite), gives
+    U = inf: a divergence.  An Op with no numba implementation runs in
+    Python inside the function (with a warning), holding the GIL.
+
+    Examples
+    --------
+    >>> import pymc as pm, fastsurrogate as fs             # doctest: +SKIP
+    >>> with pm.Model() as model:                          # doctest: +SKIP
+    ...     mu = pm.Normal("mu")
+    ...     pm.Normal("y", mu, 1.0, observed=[0.1, -0.3])
+    >>> pot = fs.from_pymc(model)                          # doctest: +SKIP
+    >>> res = fs.sample(pot)                               # doctest: +SKIP
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    pm = _import("pymc", "Potential.from_pymc needs PyMC: pip install pymc")
+    pm = _import("pymc", "fastsurrogate.from_pymc needs PyMC: pip install pymc")
     if not isinstance(model, pm.Model):
         raise TypeError(f"from_pymc expects a pymc.Model, got {type(model).__name__}")
     if backend == "numba":
-        _import("numba", "Potential.from_pymc(model, backend='numba') needs numba "
+        _import("numba", "fastsurrogate.from_pymc(model, backend='numba') needs numba "
                 "(pip install numba); backend='python' works without it, with the GIL "
                 "held during every evaluation")
     spec = ModelSpec(model)
@@ -439,7 +446,7 @@ def _numba_potential(spec, value_function=True):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if slow:
         warnings.warn(
-            "Potential.from_pymc: some Ops have no numba implementation and run in Python "
+            "fastsurrogate.from_pymc: some Ops have no numba implementation and run in Python "
             "(object mode) inside the compiled function, taking the GIL while they run: "
             + "; ".join(slow), RuntimeWarning, stacklevel=3)
     # what the cfuncs call and read: alive as long as the Potential
