@@ -13,6 +13,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 from unittest import mock
 
 import pytest
@@ -44,13 +45,15 @@ def _snapshots(path):
             for c in header["logs"]]
 
 
-def _copying_merge(tmp_path, path, copies):
+def _copying_merge(tmp_path, path, copies, sizes):
     """Checkpointer.merge that also writes the file and copies it at every
     snapshot a remote chain sends (in the receiving thread, before the chain
-    goes on: a copy of every state the file goes through)."""
+    goes on: a copy of every state the file goes through), and records each
+    message's size in bytes."""
     merge = _checkpoint.Checkpointer.merge
 
     def merge_and_copy(self, data):
+        sizes.append(len(data))
         new = merge(self, data)
         if new:
             self.write()
@@ -70,10 +73,13 @@ def test_processes_write_checkpoints_and_resume_bit_for_bit(tmp_path, processes,
     hook and trainer included, there)."""
     ref = run(method, MODEL)
     path = tmp_path / "ck.npz"
-    copies = []
-    with _copying_merge(tmp_path, path, copies):
+    copies, sizes = [], []
+    with _copying_merge(tmp_path, path, copies, sizes):
         res = run(method, MODEL, checkpoint=path, checkpoint_every=40, executor=processes)
     assert_same(res, ref)
+    # a message carries the rows since the chain's previous one, not all of
+    # them: the last ones are no larger than the first ones
+    assert max(sizes[-4:]) <= 1.25 * max(sizes[:4]), sizes
     total = sum(SAMPLERS[method][2:])
     # a snapshot of each chain every 40 iterations, each one in a file copy
     assert len(copies) == 2 * (total // 40), len(copies)
@@ -174,11 +180,11 @@ def test_dask_cluster_checkpoints_and_resumes(tmp_path):
     distributed = pytest.importorskip("distributed")
     ref = run("rns-hmc", MODEL)
     path = tmp_path / "ck.npz"
-    copies = []
+    copies, sizes = [], []
     with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
                                   host="127.0.0.1", dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
-        with _copying_merge(tmp_path, path, copies):
+        with _copying_merge(tmp_path, path, copies, sizes):
             assert_same(run("rns-hmc", MODEL, checkpoint=path, checkpoint_every=40,
                             executor=client), ref)
         assert len(copies) == 2 * (300 // 40)
@@ -200,3 +206,29 @@ def test_executors_that_cannot_send_snapshots_back_are_refused(tmp_path):
     with pytest.raises(ValueError, match="not a Elsewhere"):
         run("hmc", MODEL, resume=tmp_path / "ck.npz", executor=Elsewhere())
     _executors.check_checkpointing(None)
+
+
+def test_the_snapshot_receiver_waits_out_failed_accepts(tmp_path, processes):
+    """accept() failing (out of file descriptors, say) on the listener that
+    takes the workers' snapshots: the receiver tries again after growing
+    pauses (not in a busy loop), and the run and its file are unchanged."""
+    from multiprocessing.connection import Listener
+
+    accept, calls, pauses = Listener.accept, [], []
+
+    def flaky_accept(self):
+        calls.append(len(pauses))
+        if len(calls) <= 4:
+            raise OSError(24, "Too many open files")
+        return accept(self)
+
+    ref = run("hmc", MODEL)
+    with mock.patch.object(Listener, "accept", flaky_accept), \
+            mock.patch.object(_executors, "time", SimpleNamespace(sleep=pauses.append)):
+        res = run("hmc", MODEL, checkpoint=tmp_path / "ck.npz", checkpoint_every=40,
+                  executor=processes)
+    assert_same(res, ref)
+    total = sum(SAMPLERS["hmc"][2:])
+    assert _snapshots(tmp_path / "ck.npz") == [("sample", total // 40 * 40)] * 2
+    # four failures, each followed by a longer pause before the next accept
+    assert calls[:5] == [0, 1, 2, 3, 4] and pauses == [0.02, 0.04, 0.08, 0.16]

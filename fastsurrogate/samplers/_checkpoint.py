@@ -53,10 +53,11 @@ With ``executor=`` a ProcessPoolExecutor or a Dask Client
 dicts are the chain's arrays there), inside a :class:`RemoteCheckpointer`:
 the same hooks (:class:`_Hooks`), so ``run_span`` is unchanged and a
 resume's replay happens there too.  At a boundary it sends the chain's
-payload (:func:`_payload`: the snapshot, the spans before it and the trace
-rows up to it, pickled) through a channel to the calling process, whose
-:class:`Checkpointer` keeps it (:meth:`Checkpointer.merge`, newest per
-chain) and writes one file of every chain as above.  When the phase
+snapshot, the spans before it and the trace rows made since its previous
+message (:func:`_delta`, pickled: a message's size does not grow with the
+run) through a channel to the calling process, whose :class:`Checkpointer`
+appends them to what it has of the chain (:meth:`Checkpointer.merge`,
+newest per chain) and writes one file of every chain as above.  When the phase
 returns, the chain's log comes back with its state and replaces the local
 one (:meth:`Checkpointer.returned`), so later phases, here or elsewhere, go
 on from it.  Tracked trainers and hooks, whose C state does not pickle,
@@ -414,16 +415,33 @@ class Checkpointer(_Hooks):
         return RemoteCheckpointer(k, self.logs[k], self.path is not None, self.every, channel)
 
     def merge(self, data):
-        """A snapshot that a RemoteCheckpointer sent (bytes): kept for the
-        writes until its chain's phase returns.  False (and not kept) when
-        this chain's kept one is as late (a rerun of a lost worker's phase
-        sends the same snapshots again)."""
-        k, payload = pickle.loads(data)
+        """A snapshot that a RemoteCheckpointer sent (bytes, :func:`_delta`):
+        its rows go after the first ``start`` rows of what is kept of the
+        chain, and the whole is kept for the writes until the chain's phase
+        returns.  False (and not kept) when this chain's kept snapshot is as
+        late (a rerun of a lost worker's phase sends the same snapshots
+        again; the rows it replays are the same)."""
+        k, delta = pickle.loads(data)
         with self.lock:
             old = self.pending.get(k)
-            if old is not None and old["snap"]["n_iter"] >= payload["snap"]["n_iter"]:
+            if old is not None and old["snap"]["n_iter"] >= delta["snap"]["n_iter"]:
                 return False
-            self.pending[k] = payload
+            base_payload = old or _payload(self.logs[k]) or {"traces": {}, "spans": []}
+            base = base_payload["traces"]
+            start, spans = delta["spans"]
+            if len(base_payload["spans"]) < start:
+                raise RuntimeError(f"chain {k}'s snapshot continues its spans at {start}, "
+                                   "beyond the spans received")
+            spans = base_payload["spans"][:start] + spans
+            traces = {}
+            for name, (start, rows) in delta["traces"].items():
+                head = base.get(name, {})
+                if start and any(len(head.get(f, ())) < start for f in rows):
+                    raise RuntimeError(f"chain {k}'s snapshot continues trace {name} at "
+                                       f"row {start}, beyond the rows received")
+                traces[name] = {f: np.concatenate([head[f][:start], a]) if start else a
+                                for f, a in rows.items()}
+            self.pending[k] = {"snap": delta["snap"], "spans": spans, "traces": traces}
         return True
 
     def returned(self, k, log):
@@ -459,13 +477,14 @@ class RemoteCheckpointer(_Hooks):
         self.path = "remote" if writing else None
         self.every = every
         self.channel = channel
+        self.sent = _sent(log)      # what the calling process has of the chain
 
     def log_of(self, ctx):
         return self.log
 
     def saved(self, ctx):
-        data = pickle.dumps((self.index, _payload(self.log)), protocol=pickle.HIGHEST_PROTOCOL)
-        self.channel.put(data)
+        delta, self.sent = _delta(self.log, self.sent), _sent(self.log)
+        self.channel.put(pickle.dumps((self.index, delta), protocol=pickle.HIGHEST_PROTOCOL))
 
     def finish(self):
         """The log to send back at the phase's end: tracked trainers and hooks
@@ -490,19 +509,45 @@ class _Frozen:
         self.full = (sc, dict(arr))
 
 
+def _rows(log):
+    """Trace name -> the rows of it up to the chain's last snapshot."""
+    snap = log.snap
+    if snap is None:
+        return {}
+    rows = {}
+    for s in log.spans[:snap["span"]] + [dict(snap, end=snap["row"])]:
+        rows[s["trace"]] = max(rows.get(s["trace"], 0), s["end"])
+    return rows
+
+
 def _payload(log):
     """What a write stores of one chain: its last snapshot, the spans before
     it and the trace rows up to it (None before its first snapshot)."""
-    snap = log.snap
-    if snap is None:
+    if log.snap is None:
         return None
-    spans = log.spans[:snap["span"]]
-    rows = {}
-    for s in spans + [dict(snap, end=snap["row"])]:
-        rows[s["trace"]] = max(rows.get(s["trace"], 0), s["end"])
     traces = {name: {field: a[:n] for field, a in log.traces[int(name[1:])].items()}
-              for name, n in rows.items()}
-    return {"snap": snap, "spans": spans, "traces": traces}
+              for name, n in _rows(log).items()}
+    return {"snap": log.snap, "spans": log.spans[:log.snap["span"]], "traces": traces}
+
+
+def _sent(log):
+    """(spans, trace name -> rows) of the chain up to its last snapshot."""
+    return (log.snap["span"] if log.snap is not None else 0), _rows(log)
+
+
+def _delta(log, sent):
+    """The chain's last snapshot with what the receiver lacks (``sent``: the
+    :func:`_sent` it has): the spans after its ``start`` as (start, spans),
+    and of each trace the rows after its ``start`` as name -> (start, rows)."""
+    n_spans, rows = sent
+    traces = {}
+    for name, n in _rows(log).items():
+        start = min(rows.get(name, 0), n)
+        traces[name] = (start, {field: a[start:n]
+                                for field, a in log.traces[int(name[1:])].items()})
+    start = min(n_spans, log.snap["span"])
+    return {"snap": log.snap, "spans": (start, log.spans[start:log.snap["span"]]),
+            "traces": traces}
 
 
 def _put_payload(arrays, k, payload):

@@ -71,6 +71,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import time
 import warnings
 import weakref
 from concurrent.futures import (Executor, ProcessPoolExecutor, ThreadPoolExecutor, wait,
@@ -607,11 +608,19 @@ class _Drain:
                 self.error = self.error or exc
 
     def _serve_socket(self):
+        failures = 0
         while True:
             try:
                 conn = self.listener.accept()
-            except (OSError, AuthenticationError):
+            except AuthenticationError:         # not one of our workers
                 continue
+            except OSError:
+                # out of file descriptors, a connection reset while queued:
+                # the same accept after a pause (no busy loop), until it works
+                failures += 1
+                time.sleep(min(0.01 * 2 ** failures, 1.0))
+                continue
+            failures = 0
             with conn:
                 try:
                     data = conn.recv_bytes()
