@@ -401,8 +401,11 @@ class Result:
         acc = np.nanmean(self.acceptance_rate) if self.n_done.any() else float("nan")
         if self.ragged:
             state += f"; draws per chain {self.n_done.tolist()}"
+        # where a surrogate drove the trees, accept_prob is the exact test's
+        # (its V error), not NUTS's mean over the tree (whose target is 0.8)
+        what = "exact-test acceptance" if rep is not None and rep["share"] > 0 else "acceptance"
         return (f"<Result {self.method}: {self.chains} chains x {self.n_draws} draws, "
-                f"dim {self.dim}, acceptance {acc:.3f}{state}>")
+                f"dim {self.dim}, {what} {acc:.3f}{state}>")
 
     # -- pickling ----------------------------------------------------------------
     def __getstate__(self):

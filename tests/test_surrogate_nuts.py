@@ -295,6 +295,9 @@ def test_the_result_says_what_ran():
     assert rep["exact_value_calls"] == info["exact_value_calls"] >= 2 * 200 * info["surrogate_share"]
     assert 0.5 < rep["share"] <= 1.0 and rep["sampling_kernels"] == ["surrogate"] * 2
     assert "surrogate drove" in repr(res) and "exact calls" in res.report_line()
+    assert "exact-test acceptance" in repr(res)
+    assert "exact-test" not in repr(fs.NUTS(model, surrogate=False).sample(
+        50, 50, chains=1, seed=9, progress=False, warn=False))
     overall = res.summary().overall
     assert overall["surrogate"] == rep
     # min ESS per second is over the whole run, the sampling-phase figure has its own name
