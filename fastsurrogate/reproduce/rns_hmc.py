@@ -30,12 +30,7 @@ TABLES = [
           "logistic regression: simulated (N = 100000, d = 50), Bank Marketing, a9a "
           "(60 projected features)", "._rns_table1",
           quick=dict(problems=["sim"]),
-          needs=("bank_marketing.npz", "a9a.libsvm.gz"),
-          missing="The RMHMC / RNS-RMHMC rows on the logistic regressions are not run here "
-                  "but by bench/rmhmc_ratios.py (simulated, Bank, a9a, a9a-std; README, "
-                  "'Table 1, RMHMC rows'), at shorter lengths: one RMHMC iteration costs "
-                  "about 29x an exact-HMC iteration on the simulated regression (AMD EPYC "
-                  "Zen 1), hours at the paper's lengths."),
+          needs=("bank_marketing.npz", "a9a.libsvm.gz")),
     Table("rns-table1-pde", PAPER + ", Table 1 (elliptic PDE rows, section 5.2)",
           "elliptic PDE inverse problem: HMC and RNS-HMC, s = 1000, step 0.16, L = 10 "
           "(network on a 12-d active subspace over a Laplace base); RMHMC (Gauss-Newton "
