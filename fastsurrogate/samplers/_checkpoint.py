@@ -428,11 +428,11 @@ class Checkpointer(_Hooks):
                 return False
             base_payload = old or _payload(self.logs[k]) or {"traces": {}, "spans": []}
             base = base_payload["traces"]
-            start, spans = delta["spans"]
-            if len(base_payload["spans"]) < start:
-                raise RuntimeError(f"chain {k}'s snapshot continues its spans at {start}, "
+            first, spans = delta["spans"]
+            if len(base_payload["spans"]) < first:
+                raise RuntimeError(f"chain {k}'s snapshot continues its spans at {first}, "
                                    "beyond the spans received")
-            spans = base_payload["spans"][:start] + spans
+            spans = base_payload["spans"][:first] + spans
             traces = {}
             for name, (start, rows) in delta["traces"].items():
                 head = base.get(name, {})
@@ -477,13 +477,14 @@ class RemoteCheckpointer(_Hooks):
         self.path = "remote" if writing else None
         self.every = every
         self.channel = channel
-        self.sent = _sent(log)      # what the calling process has of the chain
+        # what the calling process has of the chain: (spans, trace -> rows)
+        self.sent = (log.snap["span"] if log.snap is not None else 0), _rows(log)
 
     def log_of(self, ctx):
         return self.log
 
     def saved(self, ctx):
-        delta, self.sent = _delta(self.log, self.sent), _sent(self.log)
+        delta, self.sent = _delta(self.log, self.sent)
         self.channel.put(pickle.dumps((self.index, delta), protocol=pickle.HIGHEST_PROTOCOL))
 
     def finish(self):
@@ -530,24 +531,22 @@ def _payload(log):
     return {"snap": log.snap, "spans": log.spans[:log.snap["span"]], "traces": traces}
 
 
-def _sent(log):
-    """(spans, trace name -> rows) of the chain up to its last snapshot."""
-    return (log.snap["span"] if log.snap is not None else 0), _rows(log)
-
-
 def _delta(log, sent):
-    """The chain's last snapshot with what the receiver lacks (``sent``: the
-    :func:`_sent` it has): the spans after its ``start`` as (start, spans),
-    and of each trace the rows after its ``start`` as name -> (start, rows)."""
-    n_spans, rows = sent
+    """The chain's last snapshot with what the receiver lacks, and what the
+    receiver then has.  ``sent`` = (spans, trace name -> rows) it has; the
+    message carries the spans after those as (start, spans) and of each
+    trace the rows after its start as name -> (start, rows)."""
+    n_spans, have = sent
+    rows = _rows(log)
     traces = {}
-    for name, n in _rows(log).items():
-        start = min(rows.get(name, 0), n)
+    for name, n in rows.items():
+        start = min(have.get(name, 0), n)
         traces[name] = (start, {field: a[start:n]
                                 for field, a in log.traces[int(name[1:])].items()})
-    start = min(n_spans, log.snap["span"])
-    return {"snap": log.snap, "spans": (start, log.spans[start:log.snap["span"]]),
-            "traces": traces}
+    end = log.snap["span"]
+    first = min(n_spans, end)
+    delta = {"snap": log.snap, "spans": (first, log.spans[first:end]), "traces": traces}
+    return delta, (end, rows)
 
 
 def _put_payload(arrays, k, payload):
