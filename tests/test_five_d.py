@@ -62,14 +62,16 @@ def test_default_vhmc_has_no_drifting_chain_on_the_five_d_target():
     assert max(res.info["outside_training"]) < 0.05
 
 
-@pytest.mark.parametrize("warmup", [None, "paper"])
-def test_vhmc_exact_mixes_on_the_five_d_target(warmup):
-    """exact=True with the default s (400 here), after its default warm-up
-    (surrogate NUTS's) and after the paper's: every mean and sd, the
-    funnel's included, within 4 MCSE (with s = 100, the old floor, the funnel
-    sd was 3.6 to 5.7 MCSE low in 4 of 5 seeds; bench/five_d.py)."""
-    res, mean, sd, caught = _run("vhmc", exact=True, warmup=warmup)
-    assert ("warmup" in res.info) == (warmup is None)
+def test_vhmc_exact_mixes_on_the_five_d_target():
+    """exact=True with the default s (400 here) after its default warm-up
+    (surrogate NUTS's, input scale chosen on held-out points): every mean
+    and sd, the funnel's included, within 4 MCSE (with s = 100, the old
+    floor, the funnel sd was 3.6 to 5.7 MCSE low in 4 of 5 seeds;
+    bench/five_d.py).  After the paper's warm-up the funnel's sd can come
+    out 7-8 MCSE low with R-hat 1.001 (VHMC's ``warmup``), so that warm-up
+    is not the default of ``exact=True``."""
+    res, mean, sd, caught = _run("vhmc", exact=True)
+    assert "warmup" in res.info and res.info["input_scale"] in (0.15, 0.4, 1.0)
     D = res.draws
     assert res.exact and res.info["n_hidden"] == 400 and np.max(rhat(D)) <= 1.01
     z_mean = (D.mean(axis=(0, 1)) - mean) / np.asarray(mcse_mean(D))

@@ -42,7 +42,10 @@ def test_vhmc_exact_mixes_on_eight_schools(data_dir):
     """VHMC with exact=True and its default warm-up (surrogate NUTS's): every
     chain mixes.  With the paper's warm-up, whose training iterations V_t
     judges, one chain drifted to mu = -32 and accepted 2 % after t0 (R-hat
-    1.59, seed 2024; see VHMC's ``warmup``)."""
+    1.59, seed 2024; see VHMC's ``warmup``).  The Laplace mode (log tau =
+    3.4) is far from the posterior's mass, and the input scale chosen on
+    held-out warm-up points keeps the acceptance above 0.5 (the fixed 0.5
+    it replaced accepted 0.19-0.28 at 1000 draws)."""
     cls = pdb.EightSchoolsNoncentered
     pot = pdb.as_potential(cls.from_posteriordb(data_dir))
     with np.errstate(all="ignore"):
@@ -50,5 +53,6 @@ def test_vhmc_exact_mixes_on_eight_schools(data_dir):
                         seed=2024, progress=False)
     assert res.exact and res.info["warmup"]
     assert np.max(diagnostics.rhat(res.draws)) <= 1.01
-    assert np.nanmean(res.stats["accept_prob"], axis=1).min() > 0.1
+    assert np.nanmean(res.stats["accept_prob"], axis=1).min() > 0.5
+    assert res.info["input_scale"] < 0.5
     compare_to_reference(res, cls.reference_draws(data_dir))

@@ -237,6 +237,7 @@ def test_kl_and_score_matching_grid_match_closed_form_on_2d_gaussians():
     (dict(activation="rbf"), ValueError, "activation"),
     (dict(ridge=0.0), ValueError, "ridge"),
     (dict(input_scale=-1), ValueError, "input_scale"),
+    (dict(input_scale="big"), TypeError, "input_scale"),
     (dict(n_train="sometimes"), ValueError, "n_train"),
     (dict(mu=0.5), TypeError, "mu"),
     (dict(mu=lambda t: 0.5, n_s=10), ValueError, "either n_s"),
