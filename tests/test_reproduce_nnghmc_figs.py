@@ -121,7 +121,10 @@ def test_fig5_block_network_tiny_run(tmp_path):
 
 
 def test_fig7_fig8_gp_regression_tiny_run(tmp_path):
-    argv = ["--n-obs", "60", "--n-draws", "100", "--burn-in", "10", "--n-record", "15",
+    # 30 recorded iterations: with 15, NNgHMC accepted 0.776 against HMC's
+    # 0.995 on an Intel Xeon (0.970 with 30), too few points for the
+    # acceptance check below to be about the plumbing
+    argv = ["--n-obs", "60", "--n-draws", "100", "--burn-in", "10", "--n-record", "30",
             "--thin", "10"]
     text7 = run_table("nnghmc-fig7", argv, out=str(tmp_path))
     text8 = run_table("nnghmc-fig8", argv, out=str(tmp_path))     # the same (cached) run
