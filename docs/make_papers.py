@@ -106,7 +106,7 @@ def write_index():
     entries = []
     total = 0.0
     n_full = 0
-    machines = set()
+    machines = {}                   # machine line -> number of tables
     for n in names:
         with open(os.path.join(OUT, n + ".md")) as f:
             text = f.read()
@@ -120,7 +120,9 @@ def write_index():
             secs = re.search(r"(\d+) s", run)
             total += float(secs.group(1)) if secs else 0.0
             n_full += bool(full)
-        machines.add(_header(text, "machine:"))
+        m = _header(text, "machine:")
+        if m:
+            machines[m] = machines.get(m, 0) + 1
         pngs = [f for f in _figures(text) if os.path.exists(os.path.join(OUT, f))]
         rows.append(f"| [{n}](papers/{n}.md) | {paper} | {run} | {len(pngs)} |")
         short = re.sub(r" \([^()]*\d{4}\)", "", paper)     # without the authors
@@ -128,8 +130,10 @@ def write_index():
     for n in absent:
         rows.append(f"| {n} | {TABLES[n].paper} | no report in this snapshot "
                     f"(`python docs/make_papers.py {n}`) | - |")
-    machine = "; ".join(sorted(m for m in machines if m))
-    body = (INTRO + f"Machine: {machine}.  {len(names)} tables ({n_full} full runs, the "
+    machine = "; ".join(f"{m} ({k} {'table' if k == 1 else 'tables'})"
+                        for m, k in sorted(machines.items()))
+    body = (INTRO + f"{'Machine' if len(machines) == 1 else 'Machines'}: {machine}.  "
+            f"{len(names)} tables ({n_full} full runs, the "
             f"others --quick), {total:.0f} s of runs in all (the tables' own timers).\n\n"
             + "\n".join(rows) + "\n\n"
             "```{toctree}\n:maxdepth: 1\n:hidden:\n\n"
