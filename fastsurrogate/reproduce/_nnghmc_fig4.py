@@ -62,7 +62,7 @@ from fastsurrogate.diagnostics import mcse_mean, mcse_sd
 from fastsurrogate.surrogates import swap_prior
 from ._nnghmc_figs import NO_NUMBER, finish, fmt_z, one_training, write_png
 from ._nnghmc_tables import build, map_estimate
-from ._report import log, machine_line, markdown_table
+from ._report import LBFGS, log, machine_line, markdown_table
 
 #: section 4.2's text (the run the network is trained in: the old prior's)
 PAPER_ACCEPTANCE = {"HMC": "~0.8 (section 4.2, 50000 rows)",
@@ -121,7 +121,7 @@ def run(args):
     runs["NNgHMC", "old"] = one_training(
         pots["old"][0], args.n_record, args.n_draws, init["old"], args.seed + 1, 50,
         blocks=n_blocks(args.dim), burn_in=args.burn_in, start=args.start,
-        **{k: common[k] for k in ("step_size", "n_steps", "random_n_steps")})
+        optimizer=LBFGS, **{k: common[k] for k in ("step_size", "n_steps", "random_n_steps")})
     net = runs["NNgHMC", "old"].surrogate
     drives = {"new": swap_prior(net, pots["old"][1], pots["new"][1]), "new, no swap": net}
     for key, drive in drives.items():
