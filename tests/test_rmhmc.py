@@ -709,7 +709,12 @@ def test_overlapped_loop_with_a_python_judge_that_goes_non_finite(overlap_proble
     ref, _, _ = overlap_trace(overlap_problem, False, [150], 1.0, True, judge=judge)
     tr, _, _ = overlap_trace(overlap_problem, True, [150], 1.0, True, judge=judge)
     assert_same_trace(ref, tr)
-    assert ref["divergent"].sum() > 3
+    # every proposal into the NaN region is a divergence and is never taken
+    # (how many there are depends on the chain's rounding: 3 in the -O0
+    # sanitizer build on an Intel Xeon, more elsewhere)
+    into_nan = ref["proposals"][:, 0] < far
+    assert into_nan.any() and np.all(ref["divergent"][into_nan] == 1)
+    assert np.all(ref["draws"][:, 0] >= far)
 
 
 def test_overlapped_loop_stop_and_error_keep_the_chain(overlap_problem):
