@@ -599,14 +599,7 @@ class VHMC(HMC):
                 scale, run.info["input_scale_choice"] = self._choose_input_scale(
                     lap, seed, w.Q, G, w.U)
             run.info["input_scale"] = scale
-            net, V, lam = self.make_surrogate(lap, seed, scale)
-            trainer = SMWTrainer(self.n_hidden, self.potential.dim, lam)
-            _resolve(trainer, net, list(zip(w.Q, G)))
-            net.output_weights = trainer.weights
-            V.weights = [1.0, 1.0]
-            radius = float(np.max(_laplace_distance(V, w.Q)))
-            if isinstance(V, ClampedSum):
-                V.radius = radius
+            net, V, lam, radius = self._fit_batch(lap, seed, scale, w.Q, G)
         judge = self.potential if self.exact else V
         for ctx in run.ctxs:        # the warm-up's state gives way to VHMC's
             ctx.state = _VHMCChain(net=net, V=V, lam=lam, t0=run.n_warmup,
@@ -622,6 +615,21 @@ class VHMC(HMC):
                 ctx.run_span(ctx.chain, ctx.main, 0, ctx.run.n_draws, "sample")
 
         run.each_chain(sample, run.n_draws, self.method)
+
+    def _fit_batch(self, lap, seed, scale, Q, G):
+        """z with input scale ``scale`` fitted by (3.19) in one batch to the
+        rows of Q (n, dim) and the residual gradients G (n, dim), and V = z +
+        Laplace (held on the ball of Q's farthest Laplace distance with
+        ``laplace_tail``).  Returns (net, V, lambda, that radius)."""
+        net, V, lam = self.make_surrogate(lap, seed, scale)
+        trainer = SMWTrainer(self.n_hidden, self.potential.dim, lam)
+        _resolve(trainer, net, list(zip(Q, G)))
+        net.output_weights = trainer.weights
+        V.weights = [1.0, 1.0]
+        radius = float(np.max(_laplace_distance(V, Q)))
+        if isinstance(V, ClampedSum):
+            V.radius = radius
+        return net, V, lam, radius
 
     def _choose_input_scale(self, lap, seed, Q, G, U):
         """The input scale of ``input_scale="auto"`` after surrogate NUTS's
@@ -640,13 +648,7 @@ class VHMC(HMC):
         ho = np.flatnonzero(held)[:MAX_SELECTION_POINTS]
         scores = {}
         for c in INPUT_SCALES:
-            net, V, lam = self.make_surrogate(lap, seed, c)
-            trainer = SMWTrainer(self.n_hidden, self.potential.dim, lam)
-            _resolve(trainer, net, list(zip(Q[tr], G[tr])))
-            net.output_weights = trainer.weights
-            V.weights = [1.0, 1.0]
-            if isinstance(V, ClampedSum):
-                V.radius = float(np.max(_laplace_distance(V, Q[tr])))
+            V = self._fit_batch(lap, seed, c, Q[tr], G[tr])[1]
             err = U[ho] - np.array([V.value(q) for q in Q[ho]])
             scores[c] = predicted_acceptance(err) if np.all(np.isfinite(err)) else -1.0
         best = max(scores, key=lambda c: scores[c])
