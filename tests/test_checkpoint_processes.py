@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -155,19 +156,38 @@ def test_a_killed_caller_resumes_bit_for_bit_in_processes_and_threads(tmp_path, 
     assert_same(gauss_run(resume=copy), ref)
 
 
+# the names of this process's threads at each fork it makes while a test
+# records (os.register_at_fork has no way to unregister: a flag turns it on)
+_FORKS = {"on": False, "seen": []}
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=lambda: _FORKS["on"] and _FORKS["seen"].append(
+        sorted(t.name for t in threading.enumerate())))
+
+
 def test_a_worker_lost_mid_phase_with_a_checkpoint(tmp_path):
     """A worker process killed mid-phase: the chains' phase runs again from
     its start on a new pool (_rerun_broken) and sends its snapshots again;
-    the draws and the final file are those of a run in threads."""
+    the draws and the final file are those of a run in threads.  The new
+    pool forks with the snapshot receiver and writer stopped: a fork while
+    they ran copied whatever lock they held, and a rerun chain's process
+    once waited on one forever (CI hung here)."""
     kw = dict(method="hmc", n_draws=200, n_warmup=100, chains=2, seed=6, progress=False,
               n_steps=5, warn=False)
     ref = fs.sample(fs.Potential.from_callable(slow_gauss, 2), **kw)
     pot = fs.Potential.from_callable(_KillsItsProcessOnce(tmp_path / "killed"), 2)
     path = tmp_path / "ck.npz"
-    with ProcessPoolExecutor(2, mp_context=FORK) as ex, \
-            pytest.warns(RuntimeWarning, match="worker process of the executor died"):
-        res = fs.sample(pot, executor=ex, checkpoint=path, checkpoint_every=30, **kw)
+    _FORKS["seen"].clear()
+    _FORKS["on"] = FORK.get_start_method() == "fork"
+    try:
+        with ProcessPoolExecutor(2, mp_context=FORK) as ex, \
+                pytest.warns(RuntimeWarning, match="worker process of the executor died"):
+            res = fs.sample(pot, executor=ex, checkpoint=path, checkpoint_every=30, **kw)
+    finally:
+        _FORKS["on"] = False
     assert (tmp_path / "killed").exists()
+    if FORK.get_start_method() == "fork":
+        assert len(_FORKS["seen"]) >= 3          # two workers, then at least one for the rerun
+        assert not [names for names in _FORKS["seen"] if "fastsurrogate-checkpoint" in names]
     assert_same(res, ref)
     assert _snapshots(path) == [("sample", 300)] * 2
     assert_same(fs.sample(fs.Potential.from_callable(slow_gauss, 2), resume=path, **kw), ref)

@@ -412,7 +412,7 @@ def _replies(run, futures):
     return None, None
 
 
-def _rerun_broken(run, ex, table_bytes, calls, replies, broken):
+def _rerun_broken(run, ex, table_bytes, calls, replies, broken, drain=None):
     """A worker process of ``ex`` died (killed, out of memory, a crash in
     native code), and a ProcessPoolExecutor then fails every chain it had:
     those chains' phase runs again, from the same pickled state, on a fresh
@@ -427,9 +427,13 @@ def _rerun_broken(run, ex, table_bytes, calls, replies, broken):
     if getattr(ex, "_mp_context", None) is not None:
         ctx_kw["mp_context"] = ex._mp_context
     lost = []
+    if drain is not None:
+        drain.pause()       # no thread of ours mid-way through a lock when the new pool forks
     with ProcessPoolExecutor(max_workers=min(len(broken), os.cpu_count() or 1),
                              **ctx_kw) as again:
         futures = {k: again.submit(_run_chain_remote, table_bytes, calls[k]) for k in broken}
+        if drain is not None:
+            drain.start()   # after the submits, as in _remote (a fork pool forks at the first)
         for k, f in futures.items():
             try:
                 replies[k] = f.result()
@@ -479,7 +483,7 @@ def _remote(run, worker, ex, kind):
             drain.start()
         replies, broken = _replies(run, futures)
         if replies is not None and broken:
-            _rerun_broken(run, ex, table_bytes, calls, replies, broken)
+            _rerun_broken(run, ex, table_bytes, calls, replies, broken, drain)
     finally:
         if drain is not None:
             drain.close(run)          # every snapshot sent is written before the merge
@@ -572,16 +576,46 @@ class _Drain:
             self.listener = Listener(authkey=key)
             self.sender = _SocketSender(self.listener.address, key)
             receive = self._serve_socket
-        self.threads = [threading.Thread(target=f, daemon=True, name="fastsurrogate-checkpoint")
-                        for f in (receive, self._write_loop)]
+        self.receive = receive
+        self.threads = []
 
     def start(self):
         """Start the threads (after the submits: a pool that forks its
         workers then forks no thread of ours; what a chain sends before
         waits in the socket's backlog or the queue)."""
+        self.closed = False
+        self.threads = [threading.Thread(target=f, daemon=True, name="fastsurrogate-checkpoint")
+                        for f in (self.receive, self._write_loop)]
         for t in self.threads:
             t.start()
         self.started = True
+
+    def pause(self):
+        """Stop the threads once every snapshot sent so far is merged and
+        written, the channel left open (chains elsewhere still hold its
+        address): before this process forks again (a new pool for the chains
+        of a broken one, :func:`_rerun_broken`), since a fork copies the
+        locks other threads hold mid-way, and a child that then takes one
+        waits forever (seen in CI: a rerun chain's process stuck on a futex
+        while the caller waited for its reply).  :meth:`start` resumes."""
+        if not self.started:
+            return
+        if self.queue is None:
+            with Client(self.listener.address, authkey=self.sender.authkey) as conn:
+                conn.send_bytes(b"")
+        else:
+            self.stopping.set()
+        self.threads[0].join()
+        if self.queue is not None:
+            n = self.queue.qsize()
+            if n:
+                self._take(self.queue.get(batch=n))
+            self.stopping.clear()
+        with self.cond:
+            self.closed = True
+            self.cond.notify()
+        self.threads[1].join()
+        self.started = False
 
     def _take(self, batch):
         try:
@@ -640,27 +674,13 @@ class _Drain:
             self._take([data])
 
     def close(self, run):
-        """Stop the threads once every snapshot sent so far is written; a
-        failed write becomes the run's error."""
-        if not self.started:            # the phase failed before its submits
-            (self.listener if self.queue is None else self.queue).close()
-            return
+        """Stop the threads once every snapshot sent so far is written, and
+        close the channel; a failed write becomes the run's error."""
+        self.pause()
         if self.queue is None:
-            with Client(self.listener.address, authkey=self.sender.authkey) as conn:
-                conn.send_bytes(b"")
-            self.threads[0].join()
             self.listener.close()
         else:
-            self.stopping.set()
-            self.threads[0].join()
-            n = self.queue.qsize()
-            if n:
-                self._take(self.queue.get(batch=n))
             self.queue.close()          # the scheduler lets it go
-        with self.cond:
-            self.closed = True
-            self.cond.notify()
-        self.threads[1].join()
         if self.error is not None and run.error is None:
             run.error = self.error
             run.stop[0] = 1
