@@ -86,7 +86,7 @@ import numpy as np
 
 import fastsurrogate as fs
 from . import _rns_fig8 as f8
-from ._report import (cache_dir, cpu_model, log, machine_line, machine_lines,  # noqa: F401
+from ._report import (ARNS_ONLINE, cache_dir, cpu_model, log, machine_line, machine_lines,  # noqa: F401
                       markdown_table, problems_report)
 from ._rns_fig8 import PROBLEMS, missing_data
 from ._rns_table1 import ARNS
@@ -132,7 +132,7 @@ def make_arns(model, args):
                       n_start=args.n_start, n_hidden=args.n_hidden, step_size=args.step,
                       n_steps=args.n_steps, random_n_steps=True, metric="unit", adapt=False,
                       update_every=args.update_every, max_points=args.max_points,
-                      **getattr(args, "arns_options", {}))
+                      **{**ARNS_ONLINE, **getattr(args, "arns_options", {})})
 
 
 def phase_times(res):

@@ -68,7 +68,7 @@ import scipy.optimize as so
 
 import fastsurrogate as fs
 from ..datasets import find_data_dir
-from ._report import cache_dir, log, machine_line, markdown_table, problems_report
+from ._report import ARNS_ONLINE, cache_dir, log, machine_line, markdown_table, problems_report
 from ._rns_table1 import ARNS, load
 
 # per problem: the paper's Table-1 settings, the exploration / burn-in length,
@@ -151,7 +151,8 @@ def arns_sampler(model, cfg):
     return fs.ARNSHMC(model, training="states", n_start=min(200, cfg["explore"]),
                       n_hidden=cfg["n_hidden"],
                       step_size=cfg["step_size"], n_steps=cfg["n_steps"], random_n_steps=True,
-                      metric="unit", adapt=False, update_every=10, **cfg.get("arns", {}))
+                      metric="unit", adapt=False, update_every=10,
+                      **{**ARNS_ONLINE, **cfg.get("arns", {})})
 
 
 def rns_sampler(model, cfg):

@@ -39,7 +39,7 @@ import numpy as np
 import scipy.optimize as so
 
 import fastsurrogate as fs
-from ._report import cache_dir, cpu_model, log, machine_line  # noqa: F401
+from ._report import ARNS_ONLINE, cache_dir, cpu_model, log, machine_line  # noqa: F401
 
 PROBLEMS = {
     "sim": dict(n_hidden=2000, step_size=0.045, n_steps=6),
@@ -123,7 +123,8 @@ def run(name, quick, threads, seed):
                                **opts, **common)
     out["ARNS-HMC"] = fs.sample(model, method="arns-hmc", training="states",
                                 n_hidden=cfg["n_hidden"],
-                                n_start=200, **ARNS.get(name, {}), **common)
+                                n_start=200, **{**ARNS_ONLINE, **ARNS.get(name, {})},
+                                **common)
     out.update(rm_rows(model, name, cfg, common, n_draws // 3 if quick else n_draws))
     return X.shape, cfg, out
 
