@@ -413,7 +413,7 @@ TABLE = [
      lambda: S('arns-hmc', online_ridge=np.nan)),
     ('arns-hmc-resync_every-neg', ValueError, 'resync_every must be >= 0, got -1',
      lambda: S('arns-hmc', resync_every=-1)),
-    ('arns-hmc-online_data-unknown', ValueError, "online_data must be 'proposals' or 'states'",
+    ('arns-hmc-online_data-unknown', ValueError, "online_data must be 'states' or 'proposals'",
      lambda: S('arns-hmc', online_data='all')),
     ('arns-hmc-max_points-zero', ValueError, 'max_points must be >= 200, got 0',
      lambda: S('arns-hmc', max_points=0)),

@@ -12,7 +12,8 @@ Phases (per chain)
    trainer (fastsurrogate.surrogates._online) holds the pseudo-inverse state of the
    output layer, with a constant feature for the output bias.
 3. adapt-and-sample: the network drives the leapfrog, the exact U judges.
-   Every new state (q, U(q)) updates the trainer (O(s^2) per point, in C);
+   Every new state (q, U(q)) updates the trainer (O(s^2) per point, in C;
+   or every non-divergent proposal, ``online_data="proposals"``);
    the chain switches to the updated weights with probability a_t =
    t^(-exponent), t the iterations since the start (a_t -> 0, sum a_t =
    infinity for exponent <= 1), so adaptation
@@ -141,24 +142,33 @@ class ARNSHMC(RNSHMC):
         ``transitions`` (surrogate transitions, see :class:`RNSHMC`) need it:
         they start once the updates have stopped, with the fixed surrogate
         (k tuned then, off the trace, and fixed for the rest of the run).
-    online_data : {"proposals", "states"}
-        What feeds the online trainer: every iteration's proposal with its
-        exact U, computed anyway by the Metropolis test, except divergent
-        ones (the default; a deviation, not in the paper), or the chain's
-        states (the paper's Algorithm 4).  While the surrogate is poor the
-        chain rejects most proposals and its states repeat, so they carry
-        little new information; the proposals fall where the surrogate is
-        wrong.  Measured (``reproduce rns-fig7 --quick``, the simulated
-        regression, d = 50): acceptance over iterations 1601-6400 about
-        0.72 with proposals, 0.49 with states.  A divergent proposal (its
-        energy error beyond ``max_energy_error``) lies far outside the
-        posterior, and its U would dominate the least squares: fed to the
-        layer on a 5-d target with a banana, a skew-normal and a mild
-        funnel block (``tests/_targets.py``), 4 chains x (2000 + 4000),
-        such proposals blew up the recursion and left 1 to 3 chains of 4
-        stuck (acceptance 0.002 to 0.05) in 5 of 5 seeds; without them
-        (seeds 1, 2, 5) R-hat was at most 1.003 and acceptance 0.74 to
-        0.88.
+    online_data : {"states", "proposals"}
+        What feeds the online trainer: the chain's state after each
+        iteration with its exact U (the default: the paper's Algorithm 4,
+        which updates with (q^(t+1), U(q^(t+1))), a rejection repeating the
+        state), or every iteration's proposal with its exact U, computed
+        anyway by the Metropolis test, except divergent ones (a deviation,
+        not in the paper).  Proposals carry new points where the chain
+        rejects, but they also fall where U is far above the typical set,
+        and those points pull the least squares away from where the chain
+        is.  Measured on posteriordb's eight schools (non-centred, every
+        other default, 4 chains x (1000 + 1000), seeds 2024, 1, 2, 3;
+        Intel Xeon): smallest bulk ESS 844, 1147, 859, 772 with states,
+        151, 139, 486, 287 with proposals (R-hat up to 1.055; chains that
+        accept 0.12-0.17 beside chains at 0.6).  On the simulated logistic
+        regression (N = 20000, d = 50, defaults): acceptance 0.77 with
+        states, 0.80 with proposals, smallest bulk ESS 2115 and 2374.  With
+        the paper's start set of 200 states instead (``reproduce rns-fig7
+        --quick``, N = 100000) proposals do better: acceptance over
+        iterations 1601-6400 about 0.72 against 0.49.  On issue 38's 5-d
+        target (``tests/_targets.py``, 4 x (2000 + 4000), seeds 1-5) both
+        have R-hat at most 1.002; the largest |z| of a mean or sd is 4.1
+        with states (seed 2, the banana's sd; 3.4 at seed 5, the funnel's)
+        and 2.3 with proposals.  A divergent proposal (its energy error
+        beyond ``max_energy_error``) lies far outside the posterior, and its
+        U would dominate the least squares: fed to the layer on the 5-d
+        target, such proposals blew up the recursion and left 1 to 3 chains
+        of 4 stuck in 5 of 5 seeds, so they are never fed.
     training : {"auto", "states", "trajectory"}
         The start set: the last ``n_start`` exploration states (the
         paper's), or every point the exploration's trajectories evaluated
@@ -173,8 +183,8 @@ class ARNSHMC(RNSHMC):
         from 200 states, the network's chain accepted 0.04; from 2964
         trajectory points with s = 1989 it accepted 0.79.
         ``info["training_set"]`` has one record per
-        chain (kind and counts).  The online updates then add every
-        non-divergent proposal (``online_data``).
+        chain (kind and counts).  The online updates then add the
+        chain's states (``online_data``).
     n_hidden : int or "auto"
         Hidden units s.  "auto" (default): the paper's 1000 with a start
         set of states; with trajectory points RNS-HMC's :func:`auto_hidden`
@@ -200,7 +210,7 @@ class ARNSHMC(RNSHMC):
 
     def __init__(self, potential: Potential, *, n_start: int = 200, update_every: int = 10,
                  exponent: float = 0.5, online_ridge: float | None = None,
-                 resync_every: int = 0, online_data: str = "proposals",
+                 resync_every: int = 0, online_data: str = "states",
                  max_points: int | None = None, **options: Any) -> None:
         fit_defaulted = {k: k not in options for k in ("input_scale", "ridge")}
         training = _check_options(options)
@@ -241,8 +251,8 @@ class ARNSHMC(RNSHMC):
             raise ValueError("online_ridge must be None or >= 0")
         self.online_ridge = None if online_ridge is None else float(online_ridge)
         self.resync_every = check_int("resync_every", resync_every, 0)
-        if online_data not in ("proposals", "states"):
-            raise ValueError("online_data must be 'proposals' or 'states'")
+        if online_data not in ("states", "proposals"):
+            raise ValueError("online_data must be 'states' or 'proposals'")
         self.online_data = online_data
         self.max_points = None if max_points is None else check_int("max_points", max_points,
                                                                      self.n_start)
