@@ -9,9 +9,11 @@ does not run it: the whole quick set takes about ten minutes on 2 cores)::
     PYTHONPATH=. python docs/make_papers.py --index      # only rewrite docs/papers.md
     PYTHONPATH=. python docs/make_papers.py --from DIR   # the reports of one
                                             # `fastsurrogate reproduce --quick --out DIR` run
-    PYTHONPATH=. python docs/make_papers.py --full DIR   # full runs' reports (`fastsurrogate
-                                            # reproduce --out DIR TABLE ...`, no --quick)
-                                            # in place of those tables' --quick ones
+    PYTHONPATH=. python docs/make_papers.py --full DIR [DIR ...]   # full runs' reports
+                                            # (`fastsurrogate reproduce --out DIR TABLE ...`,
+                                            # no --quick) in place of those tables' --quick
+                                            # ones; one table's runs on different --problems
+                                            # in several DIRs make one report
 
 Each table runs in its own process (``python -m fastsurrogate reproduce
 --quick --out docs/papers TABLE``), one after the other, so that one table's
@@ -172,29 +174,89 @@ def copy_from(src):
     write_index()
 
 
-def add_full(src):
-    """The full runs' reports in SRC (``fastsurrogate reproduce --out SRC
+def _sections(text):
+    """(the title and header lines, {section title: body}) of a report."""
+    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    return parts[0], {parts[i].strip(): parts[i + 1] for i in range(1, len(parts), 2)}
+
+
+def merge_reports(texts):
+    """One report from several full runs of the same table on disjoint sets
+    of problems (``fastsurrogate reproduce TABLE --problems ...``, run at
+    different times: a table too long for one sitting).  The first run's
+    title, paper figures and notes; every run's command and time in the
+    header; each run's "Measured here" (its machine and load lines, its
+    problems) and plots in turn.  Returns (text, renames): renames is one
+    dict per run, old PNG name -> new, numbering each kind of figure on
+    (``rns-fig8-rem-1.png`` of the second run becomes ``rns-fig8-rem-2.png``)."""
+    head, first = _sections(texts[0])
+    cmds = [_header(t, "command:") for t in texts]
+    secs = [_header(t, "full run:") for t in texts]
+    machines = list(dict.fromkeys(_header(t, "machine:") for t in texts))
+    head = re.sub(r"^- command:.*$", "- command: " + "; ".join(cmds), head, flags=re.M)
+    head = re.sub(r"^- machine:.*$", "- machine: " + "; ".join(machines), head, flags=re.M)
+    total = sum(float(re.match(r"[\d.]+", x).group()) for x in secs)
+    head = re.sub(r"^- full run:.*$", f"- full run: {total:.0f} s ({' + '.join(secs)}, "
+                  f"{len(texts)} runs)", head, flags=re.M)
+    counters, renames, measured, plots = {}, [], [], []
+    for text in texts:
+        rename = {}
+        for png in _figures(text):
+            stem = re.sub(r"(-\d+)?\.png$", "", png)
+            counters[stem] = counters.get(stem, 0) + 1
+            rename[png] = f"{stem}-{counters[stem]}.png"
+        renames.append(rename)
+        for old, new in rename.items():
+            text = text.replace(f"]({old})", f"]({new}.tmp)")
+        text = text.replace(".png.tmp)", ".png)")
+        _, sec = _sections(text)
+        measured.append(sec.get("Measured here", "").strip())
+        if sec.get("Plots", "").strip():
+            plots.append(sec["Plots"].strip())
+    out = head.rstrip() + "\n\n"
+    for title, body in first.items():
+        if title == "Measured here":
+            body = "\n\n".join(measured) + "\n\n"
+        elif title == "Plots":
+            body = "\n\n".join(plots) + "\n"
+        out += f"## {title}\n\n{body.strip()}\n\n"
+    return out.rstrip() + "\n", renames
+
+
+def add_full(*srcs):
+    """The full runs' reports in SRC ... (``fastsurrogate reproduce --out SRC
     TABLE ...``, without --quick) and their PNGs, in place of those tables'
-    reports here; the other reports stay."""
+    reports here; the other reports stay.  A table whose full runs are in
+    several SRCs (one ``--problems`` set each) gets one report of them all
+    (:func:`merge_reports`)."""
+    found = {}
+    for src in srcs:
+        for f in sorted(os.listdir(src)):
+            if not f.endswith(".md") or f == "README.md":
+                continue
+            with open(os.path.join(src, f)) as fh:
+                text = fh.read()
+            if _header(text, "full run:"):      # not a --quick or skipped report
+                found.setdefault(f, []).append((src, text))
     added = []
-    for f in sorted(os.listdir(src)):
-        if not f.endswith(".md") or f == "README.md":
-            continue
-        with open(os.path.join(src, f)) as fh:
-            text = fh.read()
-        if not _header(text, "full run:"):
-            continue            # a --quick or skipped report
+    for f, runs in found.items():
         old = os.path.join(OUT, f)
         if os.path.exists(old):
             with open(old) as fh:
                 for png in _figures(fh.read()):
                     if os.path.exists(os.path.join(OUT, png)):
                         os.remove(os.path.join(OUT, png))
-        shutil.copy(os.path.join(src, f), OUT)
-        for png in _figures(text):
-            shutil.copy(os.path.join(src, png), OUT)
-            shrink_png(os.path.join(OUT, png))
-        added.append(f[:-3])
+        if len(runs) == 1:
+            text, renames = runs[0][1], [{png: png for png in _figures(runs[0][1])}]
+        else:
+            text, renames = merge_reports([t for _, t in runs])
+        with open(old, "w") as fh:
+            fh.write(text)
+        for (src, _), rename in zip(runs, renames):
+            for png, new in rename.items():
+                shutil.copy(os.path.join(src, png), os.path.join(OUT, new))
+                shrink_png(os.path.join(OUT, new))
+        added.append(f[:-3] + (f" ({len(runs)} runs)" if len(runs) > 1 else ""))
     print(f"[make_papers] full runs: {added}")
     write_index()
 
@@ -203,8 +265,11 @@ def main(argv):
     if argv == ["--index"]:
         write_index()
         return 0
-    if len(argv) == 2 and argv[0] in ("--from", "--full"):
-        (copy_from if argv[0] == "--from" else add_full)(argv[1])
+    if len(argv) == 2 and argv[0] == "--from":
+        copy_from(argv[1])
+        return 0
+    if len(argv) >= 2 and argv[0] == "--full":
+        add_full(*argv[1:])
         return 0
     names = argv or tables()
     os.makedirs(OUT, exist_ok=True)
