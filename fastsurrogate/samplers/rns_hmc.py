@@ -150,10 +150,17 @@ class RNSHMC(HMC):
         the exact U; exact either way.
     guard : float or None
         Act when a window's acceptance falls below ``guard`` times the
-        exploration acceptance (None: never).
+        exploration acceptance (None: never, the paper's Algorithm 3, which
+        has no guard).  0.5 (default; a deviation, not in the paper): a
+        network that turns out poor where the chain goes is retrained, or
+        replaced by the exact potential (``guard_action``), instead of
+        leaving the chain to reject most of its proposals for the rest of
+        the run.
     guard_window : int
         Iterations per guard window.
     guard_action : {"retrain", "exact"}
+        What the guard does: retrain the network on the states so far
+        ("retrain", default), or finish the run with exact HMC ("exact").
     surrogate : Potential, optional
         Use this surrogate instead of training one (e.g. a GP surrogate, or a
         network from an earlier run); the exploration still runs for warm-up.
