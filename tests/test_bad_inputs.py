@@ -1014,6 +1014,8 @@ TABLE = [
      lambda: CLI(['bogus'])),
     ('hmc-adapt-str', TypeError, "adapt must be True or False, got 'no'",
      lambda: S('hmc', adapt='no')),
+    ('vhmc-learn_outside-str', TypeError, "learn_outside must be True or False, got 'yes'",
+     lambda: S('vhmc', learn_outside='yes')),
     ('hmc-random_n_steps-str', TypeError, 'random_n_steps must be True or False, got',
      lambda: S('hmc', random_n_steps='no')),
     ('hmc-target_accept-str', TypeError, 'target_accept must be a real number, got str',

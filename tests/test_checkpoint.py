@@ -82,6 +82,10 @@ SAMPLERS = {
     "arns-hmc-trajectory": (fs.ARNSHMC, dict(n_hidden=30, n_start=60, n_steps=5,
                                              update_every=10, training="trajectory"), 150, 150),
     "vhmc": (fs.VHMC, dict(n_hidden=30, n_steps=5, exact=True, n_train=80), 120, 100),
+    # approximate, learning the states beyond its training ball between spans
+    # of 20 iterations after t0 (learn_outside): its potential calls are
+    # outside the chain's spans, so the phase cases below leave it out
+    "vhmc-approx": (fs.VHMC, dict(n_hidden=30, n_steps=5, n_train=60, window=20), 120, 200),
     "nnghmc": (fs.NNGHMC, dict(n_hidden=10, n_steps=5, train_every=0.5, trial_length=30),
                150, 100),
 }
@@ -141,7 +145,7 @@ def phase_calls(method):
 
 
 CASES = [(m, p) for m in SAMPLERS for p in ("warmup", "sample")
-         if not (m == "vhmc" and p == "warmup")]
+         if not (m == "vhmc" and p == "warmup") and m != "vhmc-approx"]
 CASES += [("vhmc", "hook")] + [(m, "train") for m in TRAINERS]
 
 
@@ -204,7 +208,7 @@ def test_checkpointing_does_not_change_the_draws_and_threads_resume(tmp_path):
     assert_same(fs.resume(path, MODEL, n_steps=5, progress=False), ref)
 
 
-@pytest.mark.parametrize("method", ["rns-hmc", "arns-hmc", "vhmc", "nnghmc"])
+@pytest.mark.parametrize("method", ["rns-hmc", "arns-hmc", "vhmc", "vhmc-approx", "nnghmc"])
 def test_surrogate_samplers_resume_from_every_checkpoint(tmp_path, method):
     """A checkpoint copied at several points of a run (threads where the
     potential allows) resumes to the uninterrupted Result."""
@@ -224,6 +228,31 @@ def test_surrogate_samplers_resume_from_every_checkpoint(tmp_path, method):
     assert len(copies) >= 3
     for c in copies[::max(len(copies) // 4, 1)]:
         assert_same(run(method, MODEL, resume=c), ref)
+
+
+@pytest.mark.parametrize("exc", [Boom, KeyboardInterrupt])
+def test_vhmc_resumes_bit_for_bit_after_a_stop_while_learning_outside(tmp_path, exc):
+    """Approximate VHMC's exact gradients after t0 (learn_outside) come
+    between the chain's spans: a stop at one of them (the potential raising
+    there) resumes to the uninterrupted run."""
+    ref_calls = Calls()
+    ref = run("vhmc-approx", potential(ref_calls))
+    learnt = ref.info["learnt_outside"]
+    assert min(learnt) > 0, learnt          # both chains learnt after t0
+    n_ref = ref_calls.n
+    k = n_ref - learnt[-1] // 2             # the middle of the last chain's
+    path = tmp_path / "ck.npz"
+    if exc is KeyboardInterrupt:
+        part = run("vhmc-approx", potential(Calls(k, exc)), checkpoint=path,
+                   checkpoint_every=25)
+    else:
+        with pytest.raises(Boom) as info:
+            run("vhmc-approx", potential(Calls(k, exc)), checkpoint=path, checkpoint_every=25)
+        part = info.value.result
+    assert part.interrupted and part.n_done[-1] < 200
+    res = run("vhmc-approx", potential(Calls()), resume=path)
+    assert_same(res, ref)
+    assert res.info["learnt_outside"] == learnt
 
 
 def test_checkpoint_file_is_versioned_npz_without_pickle(tmp_path):

@@ -44,8 +44,12 @@ def test_exact_surrogate_samplers_match_the_five_d_truth(method, kw):
     assert acc.min() > 0.5, acc
 
 
-def test_default_vhmc_has_no_drifting_chain_on_the_five_d_target():
-    res, mean, sd, caught = _run("vhmc")
+@pytest.mark.parametrize("seed", [1, 2])
+def test_default_vhmc_has_no_drifting_chain_on_the_five_d_target(seed):
+    """Seed 2 on an Intel Xeon: with V frozen at t0 (learn_outside=False) one
+    chain spent 32 % of its draws beyond its training ball, in spurious
+    mass of exp(-V) (R-hat 1.12)."""
+    res, mean, sd, caught = _run("vhmc", seed=seed)
     D = res.draws
     assert not res.exact
     # every chain stays where the posterior is: no chain in a far region of exp(-V)

@@ -13,6 +13,7 @@ import fastsurrogate as fs
 from fastsurrogate import diagnostics
 from fastsurrogate.approximation import (kl_divergence_grid, score_matching_distance_grid,
                                          gaussian_kl, relative_errors)
+from fastsurrogate.samplers import vhmc as vhmc_mod
 from fastsurrogate.samplers.vhmc import training_curve, default_n_hidden
 from fastsurrogate.surrogates import laplace_approximation, LaplaceApproximation
 
@@ -96,9 +97,12 @@ def test_vhmc_10d_gaussian_mean_and_covariance_within_5_percent(gauss10):
     # and REC ~0.013 (measured), well under the 5 % bar
     assert ess.min() > 40000
     assert rem < 0.05 and rec < 0.05, (rem, rec)
-    # the surrogate is frozen at t0 and the draws never met the exact potential
+    # training stops at t0; after it the draws meet the exact potential only
+    # beyond every training point (learn_outside), a few times in 25000
     assert res.info["t0"] == [1000] * 4
-    assert res.info["exact_evaluations"]["after_t0"] == [0] * 4
+    learnt = res.info["learnt_outside"]
+    assert res.info["exact_evaluations"]["after_t0"] == learnt
+    assert max(learnt) <= 25 and max(res.info["outside_training"]) < 0.001
     assert res.info["mu_final"][0] > 0.9999
     assert {"laplace", "train", "sample"} <= set(res.timings)
     # z learns grad U - grad Laplace (laplace_tail), zero for a Gaussian up to the
@@ -123,8 +127,9 @@ def test_vhmc_exact_option_passes_hmc_mcse_test(gauss10):
 
 
 def test_no_exact_evaluations_after_t0():
+    """The paper's frozen V (learn_outside=False): nothing exact after t0."""
     mean, cov = correlated_gaussian(3, seed=1)
-    kw = dict(n_hidden=60, n_train=200)
+    kw = dict(n_hidden=60, n_train=200, learn_outside=False)
     pot, calls = counting_gaussian(mean, cov)
     short = fs.VHMC(pot, **kw).sample(0, 400, chains=1, seed=3, progress=False)
     n_short = dict(calls)
@@ -137,11 +142,40 @@ def test_no_exact_evaluations_after_t0():
     assert calls["value"] == 0
     assert calls["grad"] == ev["laplace"] + ev["train"][0]
     assert ev["train"][0] == int(long.warmup_stats["accepted"][0, :200].sum())
+    assert ev["after_t0"] == [0] and long.info["learnt_outside"] == [0]
     # the exact option pays one value (no gradient) per iteration after t0
     pot, calls = counting_gaussian(mean, cov)
     ex = fs.VHMC(pot, exact=True, **kw).sample(1000, 400, chains=1, seed=3, progress=False)
     assert calls["grad"] == n_short["grad"]
     assert calls["value"] == ex.info["exact_evaluations"]["after_t0"][0] > 1000
+
+
+def test_learning_outside_pays_one_gradient_per_state_beyond_the_training_ball():
+    """The default (learn_outside): after t0 an exact gradient at each state
+    beyond every training point so far, and none inside.  Replays the rule
+    from the draws: the ball's radius grows to each span's farthest."""
+    mean, cov = correlated_gaussian(3, seed=1)
+    pot, calls = counting_gaussian(mean, cov)
+    res = fs.VHMC(pot, n_hidden=60, n_train=200, window=50).sample(
+        3000, 400, chains=1, seed=3, progress=False)
+    ev = res.info["exact_evaluations"]
+    n = res.info["learnt_outside"][0]
+    assert calls["value"] == 0
+    assert calls["grad"] == ev["laplace"] + ev["train"][0] + n and ev["after_t0"] == [n]
+    V = res.info["surrogates"][0]
+    # the ball at t0: the frozen run's (the same run up to t0)
+    radius = fs.VHMC(pot, n_hidden=60, n_train=200, window=50, learn_outside=False).sample(
+        0, 400, chains=1, seed=3, progress=False).info["surrogates"][0].radius
+    after = np.concatenate([res.warmup_draws[0, 200:], res.draws[0]])
+    learnt = 0
+    for lo in range(0, after.shape[0], 50):
+        r = vhmc_mod._laplace_distance(V, after[lo:lo + 50])
+        far = r > radius * (1 + 1e-9)
+        learnt += int(far.sum())
+        if far.any():
+            radius = max(radius, float(r.max()))
+    assert learnt == n and 0 < n < 0.02 * after.shape[0]
+    assert V.radius == pytest.approx(radius)
 
 
 def test_auto_t0_user_schedule_and_chain0_reproduces(gauss10):
