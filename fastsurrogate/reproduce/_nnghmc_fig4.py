@@ -22,8 +22,8 @@ each, from the MAP under its prior)
                          (q, grad U_old) (the paper: 200 draws, 4000
                          points), one training of the paper's block network
                          (Remark 1: 8 disjoint hidden layers of 50 units
-                         over 25-d blocks; random start, the package's
-                         L-BFGS trainer), then draws driven by it;
+                         over 25-d blocks; random start, the paper's
+                         Adam), then draws driven by it;
   HMC, new prior         the reference for the new posterior;
   NNgHMC, new prior      the same network, not retrained, plus grad(-log
                          new prior) - grad(-log old prior) =
@@ -62,7 +62,7 @@ from fastsurrogate.diagnostics import mcse_mean, mcse_sd
 from fastsurrogate.surrogates import swap_prior
 from ._nnghmc_figs import NO_NUMBER, finish, fmt_z, one_training, write_png
 from ._nnghmc_tables import build, map_estimate
-from ._report import LBFGS, log, machine_line, markdown_table
+from ._report import log, machine_line, markdown_table
 
 #: section 4.2's text (the run the network is trained in: the old prior's)
 PAPER_ACCEPTANCE = {"HMC": "~0.8 (section 4.2, 50000 rows)",
@@ -121,7 +121,7 @@ def run(args):
     runs["NNgHMC", "old"] = one_training(
         pots["old"][0], args.n_record, args.n_draws, init["old"], args.seed + 1, 50,
         blocks=n_blocks(args.dim), burn_in=args.burn_in, start=args.start,
-        optimizer=LBFGS, **{k: common[k] for k in ("step_size", "n_steps", "random_n_steps")})
+        **{k: common[k] for k in ("step_size", "n_steps", "random_n_steps")})
     net = runs["NNgHMC", "old"].surrogate
     drives = {"new": swap_prior(net, pots["old"][1], pots["new"][1]), "new, no swap": net}
     for key, drive in drives.items():

@@ -71,7 +71,7 @@ import scipy.stats
 
 import fastsurrogate as fs
 from fastsurrogate.diagnostics import mcse_mean
-from ._report import LBFGS, log, machine_line, markdown_table
+from ._report import log, machine_line, markdown_table
 
 DEFAULTS = dict(n_draws=4000, burn_in=500, explore=300, n_steps=45, n_hidden=100, batch=1000,
                 max_train=6000)
@@ -152,7 +152,7 @@ def run(args):
                                n_hidden=args.n_hidden, blocks=1, max_train=args.max_train,
                                step_size=eps, n_steps=L,
                                random_n_steps=False, metric="unit", adapt=False,
-                               optimizer=LBFGS, **base)
+                               **base)
     log("  SGHMC + MH ...")
     runs["SGHMC + MH"] = fs.SGHMC(model, step_size=eps, batch_size=args.batch, n_steps=L,
                                   mh=True).sample(args.n_draws, B, chains=1, seed=args.seed,

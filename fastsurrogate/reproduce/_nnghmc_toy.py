@@ -34,7 +34,7 @@ import numpy as np
 import scipy.optimize as so
 
 import fastsurrogate as fs
-from ._report import LBFGS, cache_dir, cpu_model, log, machine_line  # noqa: F401
+from ._report import cache_dir, cpu_model, log, machine_line  # noqa: F401
 
 N_HIDDEN = 100
 
@@ -64,7 +64,7 @@ def run(name, seed, n_warmup, n_draws):
                   adapt=False, metric="unit", random_n_steps=True, progress=False, **cfg)
     out = {"HMC": fs.sample(model, method="hmc", **common),
            "NNgHMC": fs.sample(model, method="nnghmc",
-                               n_hidden=N_HIDDEN, optimizer=LBFGS, **common)}
+                               n_hidden=N_HIDDEN, **common)}
     return model, cfg, out
 
 

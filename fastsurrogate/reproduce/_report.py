@@ -112,10 +112,10 @@ def plot_curves(path, curves, xlabel, ylabel, title, logy=False):
 
 
 # NNgHMC's optimizer in the tables whose committed full runs were made with it
-# (nnghmc-tables, -table3, -table5, -fig4, -4.1): full-batch L-BFGS, the
-# sampler's default until it became the paper's Adam.  Pinned so that the
-# reports in docs/papers are what this code runs; a table rerun with the
-# paper's optimizer would drop it.
+# (nnghmc-tables, -table5): full-batch L-BFGS, the sampler's default until it
+# became the paper's Adam.  Pinned so that the reports in docs/papers are
+# what this code runs; a table rerun with the paper's optimizer drops it
+# (nnghmc-table3, -fig4 and -4.1 have been).
 LBFGS = "lbfgs"
 
 # ARNS-HMC's online update in the tables whose committed full runs were made
