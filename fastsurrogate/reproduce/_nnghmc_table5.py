@@ -69,7 +69,7 @@ import scipy.stats
 
 import fastsurrogate as fs
 from fastsurrogate.diagnostics import mcse_mean, summary
-from ._report import LBFGS, log, machine_line, markdown_table
+from ._report import log, machine_line, markdown_table
 
 # paper settings not known: these were chosen by measurement (see docs/benchmarks.md)
 DEFAULTS = dict(n_draws=10000, burn_in=300, trainings=1, max_train=6000, n_steps=10,
@@ -155,7 +155,7 @@ def run(args):
             target, method="nnghmc", adapt=False, step_size=step, burn_in=B,
             train_start=B + E, train_every=E, trial_length=50, switch_fraction=0.9,
             n_hidden=args.n_hidden, blocks=args.blocks, max_train=args.max_train or None,
-            optimizer=LBFGS, **common)
+            **common)
     cfg = dict(step_size=step, t_map=t_map, sd_min=sd.min(), sd_max=sd.max(),
                n=X.shape[0], dim=model.dim)
     return cfg, runs, L

@@ -111,11 +111,11 @@ def plot_curves(path, curves, xlabel, ylabel, title, logy=False):
     return path
 
 
-# NNgHMC's optimizer in the tables whose committed full runs were made with it
-# (nnghmc-tables, -table5): full-batch L-BFGS, the sampler's default until it
-# became the paper's Adam.  Pinned so that the reports in docs/papers are
-# what this code runs; a table rerun with the paper's optimizer drops it
-# (nnghmc-table3, -fig4 and -4.1 have been).
+# NNgHMC's optimizer in the table whose committed full run was made with it
+# (nnghmc-tables): full-batch L-BFGS, the sampler's default until it became
+# the paper's Adam.  Pinned so that the report in docs/papers is what this
+# code runs; a table rerun with the paper's optimizer drops it (nnghmc-table3,
+# -table5, -fig4 and -4.1 have been).
 LBFGS = "lbfgs"
 
 # ARNS-HMC's online update in the tables whose committed full runs were made
