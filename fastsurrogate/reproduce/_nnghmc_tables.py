@@ -47,7 +47,7 @@ import scipy.optimize as so
 
 import fastsurrogate as fs
 from ..core._blas_threads import blas_threads
-from ._report import LBFGS, cache_dir, cpu_model, log, machine_line  # noqa: F401
+from ._report import cache_dir, cpu_model, log, machine_line  # noqa: F401
 
 PROBLEMS = {
     "logistic": dict(step_size=0.01, n_steps=20, n_hidden=50, blocks=8, burn_in=100,
@@ -111,7 +111,7 @@ def run(name, quick, threads, seed, steps):
                     train_every=E, trial_length=50, switch_fraction=0.9,
                     n_hidden=cfg["n_hidden"], blocks=cfg["blocks"],
                     record_every=cfg["record_every"],
-                    trainer_options=cfg.get("trainer_options"), optimizer=LBFGS, **common)
+                    trainer_options=cfg.get("trainer_options"), **common)
     t_nng = time.perf_counter() - t0
     return model, dict(cfg, random_steps=random_steps), n_draws, {"HMC": (hmc, t_hmc),
                                                                   "NNgHMC": (nng, t_nng)}

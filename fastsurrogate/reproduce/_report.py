@@ -111,16 +111,9 @@ def plot_curves(path, curves, xlabel, ylabel, title, logy=False):
     return path
 
 
-# NNgHMC's optimizer in the table whose committed full run was made with it
-# (nnghmc-tables): full-batch L-BFGS, the sampler's default until it became
-# the paper's Adam.  Pinned so that the report in docs/papers is what this
-# code runs; a table rerun with the paper's optimizer drops it (nnghmc-table3,
-# -table5, -fig4 and -4.1 have been).
-LBFGS = "lbfgs"
-
 # ARNS-HMC's online update in the tables whose committed full runs were made
 # with it (rns-table1, rns-fig7, rns-fig8): the penalised recursion fed every
-# non-divergent proposal, the sampler's defaults when they ran.  Pinned, as
-# LBFGS above, so that the reports in docs/papers stay what this code runs
-# whatever ARNS-HMC's defaults become.
+# non-divergent proposal, the sampler's defaults when they ran.  Pinned so
+# that the reports in docs/papers stay what this code runs whatever
+# ARNS-HMC's defaults become (a table rerun with the defaults drops it).
 ARNS_ONLINE = dict(online_data="proposals", online_ridge=None)
