@@ -162,7 +162,7 @@ class ARNSHMC(RNSHMC):
         --quick``, N = 100000) proposals do better: acceptance over
         iterations 1601-6400 about 0.72 against 0.49.  On issue 38's 5-d
         target (``tests/_targets.py``, 4 x (2000 + 4000), seeds 1-5) both
-        have R-hat at most 1.002; the largest |z| of a mean or sd is 4.1
+        have R-hat at most 1.002; the largest absolute z of a mean or sd is 4.1
         with states (seed 2, the banana's sd; 3.4 at seed 5, the funnel's)
         and 2.3 with proposals.  A divergent proposal (its energy error
         beyond ``max_energy_error``) lies far outside the posterior, and its
