@@ -213,13 +213,14 @@ class ARNSHMC(RNSHMC):
     target (Intel Xeon, 4 x (2000 + 40000), seeds 1-6):
 
     - ten times longer runs shrink it: the funnel sd is 0.5 % low on
-      average (-1.8 % to +0.6 %, MCSE 0.6-2 %), where the short runs were
-      up to 10 % low;
+      average (-1.8 % to +0.6 %, MCSE 0.6-2 %; z -3.2 to +0.3), where the
+      short runs gave z down to -5.3;
     - with the online updates switched off after 100 points
       (``max_points=300``: a fixed surrogate behind the exact Metropolis
       test, a time-homogeneous kernel that leaves the posterior invariant)
-      it is lower still, -2.6 % on average (z down to -6.4): adaptation
-      does not cause it, a poorer surrogate makes it worse;
+      it is lower still, -1.8 % on average (-4.4 % to +2.8 %, z down to
+      -6.4): adaptation does not cause it, a poorer surrogate makes it
+      worse;
     - exact HMC on the same runs: z of -1.3 to +1.1.
 
     The network's gradient is least accurate where its training points are
