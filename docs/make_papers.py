@@ -206,9 +206,7 @@ def merge_reports(texts):
             counters[stem] = counters.get(stem, 0) + 1
             rename[png] = f"{stem}-{counters[stem]}.png"
         renames.append(rename)
-        for old, new in rename.items():
-            text = text.replace(f"]({old})", f"]({new}.tmp)")
-        text = text.replace(".png.tmp)", ".png)")
+        text = re.sub(r"\]\(([\w.-]+\.png)\)", lambda m: f"]({rename[m.group(1)]})", text)
         _, sec = _sections(text)
         measured.append(sec.get("Measured here", "").strip())
         if sec.get("Plots", "").strip():
