@@ -856,6 +856,8 @@ TABLE = [
      lambda: fs.surrogates.fit_gradient_network(Q, Q, n_hidden=5, holdout=1.0)),
     ('surrogate-fgn-method', ValueError, "method must be 'lbfgs' or 'adam', got 'sgd'",
      lambda: fs.surrogates.fit_gradient_network(Q, Q, n_hidden=5, method='sgd')),
+    ('surrogate-fgn-lr-schedule', ValueError, "lr_schedule must be 'cosine' or 'constant', got 'step'",
+     lambda: fs.surrogates.fit_gradient_network(Q, Q, n_hidden=5, lr_schedule='step')),
     ('surrogate-gn-loss-shape', ValueError, 'Y must have shape (n, 2), got (30, 1)',
      lambda: GN.loss(Q, Q[:, :1])),
     ('surrogate-laplace-type', TypeError, 'potential must be a fastsurrogate Potential,',
