@@ -113,7 +113,7 @@ TABLES = [
                                       ("ARNS-HMC 5 %", "ARNS-HMC 95 %")),
                                table=k, logy=True, xlabel="wall time (s)",
                                ylabel="REM (L2): median, 5-95 % band")
-                      for k in range(4))),
+                      for k in range(5))),
 ]
 
 
