@@ -47,6 +47,21 @@ default (NNgHMC's is Adam, the paper's).
 With the defaults (500 iterations at most) the 100-unit, 4000-point, 50-d
 fit takes about 4-7 s on that machine (early stopping included).
 
+Adam's step size (``lr_schedule``).  A constant rate leaves Adam at a
+noise floor set by the rate: on the NNgHMC paper's 200-d logistic
+regression (6000 recorded gradients, 8 blocks of 50 units, 500 epochs,
+Intel Xeon) the held-out relative gradient error was 0.032 at 1e-3 (0.034
+at 3e-3, 0.046 at 1e-2) and the network's chain accepted 0.26 (0.15, 0.12)
+against exact HMC's 0.76; with a cosine decay from 1e-2 to 0 over the
+epochs, 0.011 and 0.73 (from 1e-3, 0.030 and 0.41; from 3e-2 the fit
+went astray at once), where L-BFGS reached 0.021 and 0.45.  Early
+stopping still applies, and early in the decay the held-out loss can
+stall at the large step size: from a good warm start (the affine start on
+4000 of those points) the best held-out loss within the patience of 50
+epochs was the start itself (error 0.0135, acceptance 0.49), where the
+whole schedule (``patience=max_iter``) reached 0.0095 and 0.67, at ten
+times the training time (49 s against 5 s).
+
 BLAS threads: a loss evaluation is a handful of dgemm calls of a few
 hundred thousand to a few million flops each.  With OpenBLAS's own threads
 on a loaded 2-core machine these calls slowed down 80-fold (1.9 s instead
@@ -214,31 +229,19 @@ def fit_gradient_network(Q, G, n_hidden=100, blocks=1, activation="softplus", ho
         L2 penalty weight_decay/2 ||W||^2 on the weights (not the biases),
         added to the standardised loss.
     seed : None, int or numpy.random.Generator
-        Holdout split, initial weights, Adam's mini-batches.  The result is
-        deterministic given the seed.
+        Holdout split, initial weights, Adam's mini-batches (deterministic).
     method : {"lbfgs", "adam"}
-        Full-batch L-BFGS (default; see the module docstring for why) or
-        mini-batch Adam.
+        Full-batch L-BFGS (default; module docstring) or mini-batch Adam.
     patience : int
         Stop after this many iterations (epochs) without a 0.1 % relative
         improvement of the held-out loss.
-    batch_size, learning_rate : Adam only.
-        Mini-batch size and the (initial) step size.
-    lr_schedule : {"cosine", "constant"}
-        Adam only: the step size of epoch e (from 0) is learning_rate (1 +
-        cos(pi e / max_iter)) / 2, falling to 0 at ``max_iter`` (default), or
-        ``learning_rate`` throughout (Keras's Adam, the NNgHMC paper's, with
-        its default 1e-3).  A constant rate leaves Adam at a noise floor set
-        by the rate: on the NNgHMC paper's 200-d logistic regression (6000
-        recorded gradients, 8 blocks of 50 units, 500 epochs, Intel Xeon)
-        the held-out relative gradient error was 0.032 at 1e-3 (0.034 at
-        3e-3, 0.046 at 1e-2) and the network's chain accepted 0.26 (0.15,
-        0.12) against exact HMC's 0.76; with the cosine decay from 1e-2,
-        0.011 and 0.73 (from 1e-3, 0.030 and 0.41; from 3e-2 it stopped
-        early at 0.081), where L-BFGS reached 0.021 and 0.45.
+    batch_size, learning_rate, lr_schedule : Adam only.
+        Mini-batches; the step size of epoch e (from 0) is learning_rate (1 +
+        cos(pi e / max_iter)) / 2 ("cosine", default; module docstring), or
+        learning_rate ("constant": Keras's Adam, the NNgHMC paper's, at its
+        default 1e-3).
     blas_threads : int or None
-        OpenBLAS threads while training (see the module docstring); None
-        leaves the library's setting alone.
+        OpenBLAS threads while training (module docstring); None: as is.
     init : GradientNetwork, optional
         Warm start: its parameters are the starting point and its
         standardisation is kept (n_hidden, blocks and activation are then
