@@ -87,10 +87,8 @@ def test_fig3_tiny_run(tmp_path):
 
 def test_fig4_prior_swap_tiny_run():
     # no PNG here (the other figures' tests draw theirs): the run alone
-    # 20 recorded iterations are few for the paper's random start: the affine one
     text = run_table("nnghmc-fig4", ["--n-obs", "1000", "--dim", "25", "--n-draws", "120",
-                                     "--n-record", "20", "--burn-in", "10", "--threads", "1",
-                                     "--start", "affine"])
+                                     "--n-record", "20", "--burn-in", "10", "--threads", "1"])
     acc = {r[0] + " @ " + r[1]: float(r[2]) for r in _rows(text, "HMC")
            + _rows(text, "NNgHMC") + _rows(text, "NNgHMC: old network + prior swap")
            + _rows(text, "NNgHMC: old network, no swap (control)")}

@@ -81,7 +81,7 @@ def options(ap):
     ap.add_argument("--step-size", type=float, default=0.01)
     ap.add_argument("--n-steps", type=int, default=20)
     ap.add_argument("--coefficients", type=int, default=4)
-    ap.add_argument("--start", choices=["affine", "random"], default="random",
+    ap.add_argument("--start", choices=["affine", "random"], default="affine",
                     help="the network's initial weights")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=2019)

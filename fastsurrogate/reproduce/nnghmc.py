@@ -54,8 +54,8 @@ TABLES = [
           missing="--quick fits the first 50 of the 200 coefficients (the first 50 columns "
                   "of the same X) to the first 2000 rows: see the table's header for why. "
                   "The paper does not say how many draws Figure 4 shows (1000 here) or which "
-                  "coefficients; the network is trained by Adam from a random start, as in "
-                  "the paper, with a cosine decay of its step size where Keras keeps 1e-3."),
+                  "coefficients; the network starts from the package's affine start (the "
+                  "paper's is random), then Adam as the paper's."),
     Table("nnghmc-fig5", PAPER + ", Figure 5", "training loss against epochs of three "
           "gradient networks for the 200-d logistic regression: one hidden layer of 200, one "
           "of 400, and 8 disjoint layers of 50 over 25-d blocks (Remark 1)", "._nnghmc_fig5",
