@@ -85,7 +85,7 @@ PROBLEMS = {
                  budgets=(22.5, 45, 90), truth=30000, arns=ARNS["bank"]),
     "a9a": dict(n_hidden=2500, step_size=0.012, n_steps=10, explore=2000,
                 budgets=(7.5, 15, 30, 60), truth=30000,
-                surrogate=dict(standardize="whiten", ridge=1e-4, input_scale=0.2)),
+                surrogate=SURROGATE["a9a"]),
     # rns-table1's better-conditioned projection (the features standardised
     # before it; HMC accepts about 0.6 at the paper's step, against 0.33 on
     # "a9a"), with table 1's whitened inputs for both networks; ARNS-HMC
