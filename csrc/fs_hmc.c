@@ -89,7 +89,14 @@ int fs_hmc_run(const fs_hmc_config *cfg, const fs_potential *drive,
             status = hook->after_iteration(hook->state, it, rng, &info, cur,
                                            work + 2 * (size_t)d, &refresh);
             hook->status = status;
-            if (status == FS_OK && refresh) status = fs_hmc_point_init(&c, drive, judge, cur);
+            /* a refresh also follows a pause (a positive status): the
+               iteration is done, and the run may resume from this point */
+            if (status >= FS_OK && refresh) {
+                const int r = refresh == FS_REFRESH_DRIVE
+                                  ? fs_hmc_point_refresh_drive(&c, drive, judge, cur)
+                                  : fs_hmc_point_init(&c, drive, judge, cur);
+                if (r != FS_OK) status = r;
+            }
             if (status != FS_OK) { it++; break; }
         }
         if (metric != NULL) {

@@ -54,10 +54,13 @@ double fs_dual_avg_update(fs_dual_avg *da, double accept_prob);
    sequence); `proposal` is the iteration's proposal (dim values; its judge U
    is info->proposal_u).  Setting *refresh to 1 says the drive (or judge)
    potential changed: the loop then re-evaluates the current point
-   (fs_hmc_point_init) before the next iteration.  A status other than FS_OK
-   stops the run after this iteration (counted in *n_done) and is returned;
+   (fs_hmc_point_init) before the next iteration; FS_REFRESH_DRIVE says only
+   the drive changed (fs_hmc_point_refresh_drive: no judge evaluation).  A
+   status other than FS_OK stops the run after this iteration (counted in *n_done) and is returned;
    positive values are free for the hook to mean "pause: the caller has work
    to do, then continues", negative ones are errors. */
+#define FS_REFRESH_DRIVE 2
+
 typedef int (*fs_hmc_hook_fn)(void *state, long iteration, fs_rng *rng,
                               const fs_hmc_info *info, const fs_hmc_point *cur,
                               const double *proposal, int *refresh);

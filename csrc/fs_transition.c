@@ -200,6 +200,21 @@ int fs_hmc_point_init(const fs_hmc_config *cfg, const fs_potential *drive,
     return FS_OK;
 }
 
+int fs_hmc_point_refresh_drive(const fs_hmc_config *cfg, const fs_potential *drive,
+                               const fs_potential *judge, fs_hmc_point *cur)
+{
+    const int want_value = cfg->delayed_acceptance || cfg->surrogate_steps > 0;
+    double ud = NAN;
+    int status;
+    if (fs_hmc_same_potential(drive, judge)) return fs_hmc_point_init(cfg, drive, judge, cur);
+    status = drive->eval(drive->state, cur->q, want_value ? &ud : NULL, cur->grad);
+    if (status != FS_OK) return status;
+    cur->u_drive = ud;
+    if ((want_value && !fs_isfinite(ud)) || !fs_hmc_all_finite(cur->grad, drive->dim))
+        return FS_ENONFINITE;
+    return FS_OK;
+}
+
 int fs_hmc_transition(const fs_hmc_config *cfg, const fs_potential *drive,
                       const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
                       double *FS_RESTRICT work, fs_hmc_info *info)

@@ -97,6 +97,14 @@ size_t fs_hmc_workspace_size(int dim);
 int fs_hmc_point_init(const fs_hmc_config *cfg, const fs_potential *drive,
                       const fs_potential *judge, fs_hmc_point *cur);
 
+/* After the drive potential changed (an online surrogate took new weights)
+   and the judge did not: re-evaluate only the drive at cur->q (its gradient,
+   and its value when a transition uses it), so that the next trajectory
+   starts from the drive's own gradient and stays reversible; u_judge is kept.
+   When drive and judge are the same potential, fs_hmc_point_init. */
+int fs_hmc_point_refresh_drive(const fs_hmc_config *cfg, const fs_potential *drive,
+                               const fs_potential *judge, fs_hmc_point *cur);
+
 /* One HMC transition from cur (updated in place on acceptance).
    The proposal's position is left in work[2*dim .. 3*dim) and its judge U
    in info->proposal_u.

@@ -42,6 +42,18 @@ def _five_d(q):
     return float(u), g
 
 
+def five_d_draws(n, rng):
+    """n independent exact draws (n, 5) of the 5-d target."""
+    from scipy.stats import skewnorm
+    q = np.empty((n, 5))
+    q[:, 0] = rng.normal(size=n)
+    q[:, 1] = _B * (q[:, 0] ** 2 - 1.0) + rng.normal(size=n)
+    q[:, 2] = skewnorm(_ALPHA).rvs(size=n, random_state=rng)
+    q[:, 3] = rng.normal(size=n)
+    q[:, 4] = np.exp(0.5 * q[:, 3]) * rng.normal(size=n)
+    return q
+
+
 def five_d():
     """The 5-d target as a Potential (NumPy callback), and its (mean, sd)."""
     pot = fs.Potential.from_callable(_five_d, 5, names=["banana0", "banana1", "skew",

@@ -225,11 +225,13 @@ def _arns_python(s, trace, ctx_chain, net, layer, offset, Q, U, n, block, expone
         t += i - first
         if max_points is not None and layer.n_seen >= max_points:
             _set_weights(net, layer.weights, offset, layer.centre)
+            chain.refresh_drive()
             switches.append(i)
             stopped = i
             break
         if gen.uniform() < 1.0 - np.prod(1.0 - ts ** (-exponent)):
             _set_weights(net, layer.weights, offset, layer.centre)
+            chain.refresh_drive()
             switches.append(i)
     if stopped is not None and i < n:
         chain.run(trace, i, n - i)
@@ -274,7 +276,8 @@ def test_online_layer_hook_matches_the_python_loop_bit_for_bit(ridge, resync_eve
                 if hook.pending:
                     Qh, Uh = hook.history()
                     layer.resolve(layer.rows(net.features(Qh)), Uh - offset)
-                    hook.finish_block()
+                    if hook.finish_block():
+                        chain.refresh_drive()
                     pauses += 1
                 else:
                     assert status in (0, HOOK_STOPPED)
@@ -295,3 +298,46 @@ def test_online_layer_hook_matches_the_python_loop_bit_for_bit(ridge, resync_eve
     assert b0 == b1 and n0 == n1
     if resync_every:
         assert n1 > 0
+
+
+def test_online_layer_switch_refreshes_the_drive_gradient_without_a_judge_call():
+    """After the online layer takes new weights, the chain's state carries the
+    new network's gradient (a trajectory started from the old one would not
+    be reversible, and the Metropolis test not exact), and the refresh costs
+    no evaluation of the exact potential."""
+    from fastsurrogate.surrogates.online import OnlineOutputLayer, with_bias, set_output_weights
+    from fastsurrogate.surrogates._online import OnlineLayerHook
+    from fastsurrogate.surrogates.random_network import train_random_network
+    X, y, _ = fs.datasets.simulate_logistic(500, 3, seed=1)
+    model = fs.models.LogisticRegression(X, y, prior_sd=10.0)
+    calls = [0]
+
+    def judge_fn(q):
+        calls[0] += 1
+        return model.value_and_grad(q)
+
+    judge = fs.Potential.from_callable(judge_fn, 3)
+    rng = np.random.default_rng(0)
+    Q = rng.normal(0.0, 0.3, (100, 3))
+    U = np.array([model.value(q) for q in Q])
+    net = train_random_network(Q, U, n_hidden=30, seed=4)
+    offset = float(U.min())
+    layer = OnlineOutputLayer(with_bias(net.features(Q)), U - offset, 1e-6, 10, 0)
+    set_output_weights(net, layer.weights, offset, None)
+    chain = Chain(net, judge, Q[-1], np.random.default_rng(9), step_size=0.05, n_steps=8)
+    n = 200
+    trace = new_trace(n, 3, proposals=True)
+    hook = OnlineLayerHook(net, layer.trainer, offset, 10, 0.5, n, Q, U)
+    calls[0], checked = 0, 0
+    for i in range(0, n, 10):           # one block per call: a switch ends a call
+        before = len(hook.switches)
+        n_done, status = chain.run(trace, i, 10, None, hook)
+        assert n_done == 10 and status == 0
+        if len(hook.switches) > before:
+            state = chain.get_state()
+            np.testing.assert_allclose(state["grad"], net.grad(state["q"]), rtol=1e-12,
+                                       atol=1e-12)
+            checked += 1
+    assert checked > 3
+    # one judge call per iteration (the proposal's U), none for the refreshes
+    assert calls[0] == n

@@ -52,6 +52,8 @@ cdef extern from "fs_transition.h" nogil:
     size_t fs_hmc_workspace_size(int dim)
     int fs_hmc_point_init(const fs_hmc_config *cfg, const fs_potential *drive,
                           const fs_potential *judge, fs_hmc_point *cur)
+    int fs_hmc_point_refresh_drive(const fs_hmc_config *cfg, const fs_potential *drive,
+                                   const fs_potential *judge, fs_hmc_point *cur)
     int fs_hmc_transition(const fs_hmc_config *cfg, const fs_potential *drive,
                           const fs_potential *judge, fs_rng *rng, fs_hmc_point *cur,
                           double *work, fs_hmc_info *info)
@@ -78,6 +80,8 @@ cdef extern from "fs_hmc.h" nogil:
         double mu, gamma, t0, kappa, delta
         double h_bar, log_eps, log_eps_bar
         double count
+
+    enum: FS_REFRESH_DRIVE
 
     ctypedef int (*fs_hmc_hook_fn)(void *state, long iteration, fs_rng *rng,
                                    const fs_hmc_info *info, const fs_hmc_point *cur,

@@ -398,6 +398,20 @@ cdef class Chain:
             raise ValueError("the potential or its gradient is not finite at the initial position")
         self._raise(status, "initial position")
 
+    def refresh_drive(self):
+        """Re-evaluate the drive potential (only) at the current position,
+        after its weights changed: the next trajectory then starts from the
+        new drive's gradient (a start from the old one would not be
+        reversible).  The judge's U is kept."""
+        cdef int status
+        with nogil:
+            status = fs_hmc_point_refresh_drive(&self.cfg, &self.drive.pot, &self.judge.pot,
+                                                &self.cur)
+        if status == FS_ENONFINITE:
+            raise FloatingPointError("the drive potential or its gradient is not finite at "
+                                     "the chain's position")
+        self._raise(status, "drive refresh")
+
     @property
     def generator(self):
         """The chain's numpy Generator."""

@@ -25,7 +25,7 @@ from libc.string cimport memcpy
 from fastsurrogate.core._blas cimport blas_table
 from fastsurrogate.core._common cimport fs_potential, fs_rng, FS_OK, FS_EINVAL
 from fastsurrogate.core._potential cimport Potential, WeightedSum, ClampedSum
-from fastsurrogate.core._hmc cimport ChainHook, fs_hmc_info, fs_hmc_point
+from fastsurrogate.core._hmc cimport ChainHook, fs_hmc_info, fs_hmc_point, FS_REFRESH_DRIVE
 from fastsurrogate.surrogates._network cimport (RandomNetwork, fs_network,
                                                 network_features, network_grad_features)
 from libc.stdint cimport int64_t
@@ -623,7 +623,7 @@ cdef int _score_after(void *state, long iteration, fs_rng *rng, const fs_hmc_inf
                 return _HOOK_RESOLVE
             memcpy(<double *>st.net.v, st.smw.v, sizeof(double) * s)
     _score_finish(st)
-    refresh[0] = 1     # V changed: re-evaluate V and grad V at the state
+    refresh[0] = FS_REFRESH_DRIVE     # V changed: re-evaluate V and grad V at the state
     return FS_OK
 
 
@@ -844,7 +844,6 @@ cdef struct _layer_state:
     long *switches
     long stop_row          # -1 while adapting
     int pending            # paused after an absorb, before the switch coin
-    int refresh_on_switch
     fs_rng *rng
 
 
@@ -888,8 +887,10 @@ cdef inline void _layer_switch(_layer_state *st, int *refresh) noexcept nogil:
     st.net.out_bias = _centred_bias(w, st.centre, st.s, st.offset)
     st.switches[st.n_switches] = st.row
     st.n_switches += 1
-    if st.refresh_on_switch and refresh != NULL:
-        refresh[0] = 1
+    if refresh != NULL:
+        # the chain's state keeps the old network's gradient otherwise, and the
+        # next trajectory would start from it: not the reverse of its own reverse
+        refresh[0] = FS_REFRESH_DRIVE
 
 
 cdef int _layer_absorb(_layer_state *st) noexcept nogil:
@@ -1004,8 +1005,12 @@ cdef class OnlineLayerHook(ChainHook):
     pauses the run with HOOK_RESOLVE: the caller re-solves the trainer in
     batch from :meth:`history` and calls :meth:`finish_block`.
 
-    The network's drive gradient at the chain's state is NOT re-evaluated
-    after a switch unless ``refresh_on_switch`` (as ARNS-HMC has always run).
+    After a switch the chain re-evaluates the network (only) at its state,
+    before the next trajectory: a trajectory that started from the previous
+    weights' gradient would not be reversible (its reverse starts from the
+    new weights'), and the Metropolis test would not be exact for that
+    iteration.  After :meth:`finish_block` the caller does it (the chain's
+    ``refresh_drive``).
     """
 
     cdef _layer_state st
@@ -1015,7 +1020,7 @@ cdef class OnlineLayerHook(ChainHook):
 
     def __init__(self, RandomNetwork net not None, trainer, double offset, int block,
                  double exponent, long end_row, Q0, U0, max_points=None, long resync_every=0,
-                 bint proposals=True, bint refresh_on_switch=False, centre=None):
+                 bint proposals=True, centre=None):
         cdef int s = net.net.n_hidden, d = net.net.dim
         if block < 1 or end_row < 0 or resync_every < 0:
             raise ValueError("block must be >= 1, end_row and resync_every >= 0")
@@ -1083,7 +1088,6 @@ cdef class OnlineLayerHook(ChainHook):
         self.st.switches = <long *>cnp.PyArray_DATA(self._switches)
         self.st.stop_row = -1
         self.st.pending = 0
-        self.st.refresh_on_switch = refresh_on_switch
         self.st.rng = NULL
         self.hook.state = &self.st
         self.hook.after_iteration = _layer_after
