@@ -183,6 +183,14 @@ class build_ext_after_clib(build_ext):
     def run(self):
         if self.distribution.has_c_libraries():
             self.run_command("build_clib")
+            # an extension links the archives statically: relink it when one
+            # is newer (else an in-place rebuild after a change to csrc/*.c
+            # keeps the old code in every extension whose .pyx did not change)
+            clib = self.get_finalized_command("build_clib")
+            archives = [os.path.join(clib.build_clib, clib.compiler.library_filename(
+                lib, lib_type="static")) for lib, _ in LIBRARIES] if clib.compiler else []
+            for e in self.extensions:
+                e.depends = list(e.depends or []) + [a for a in archives if a not in e.depends]
         super().run()
 
 
