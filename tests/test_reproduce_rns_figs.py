@@ -130,13 +130,16 @@ def test_rns_fig7_tiny_has_the_band_three_curves_and_l2(cache):
                                   "--n-hidden", "100", "--explore", "250", "--burn-in", "100",
                                   "--rns-explore", "300", "--acc-iters", "200", "--window", "50",
                                   "--budgets", "0.2", "0.4", "--truth-iter", "2000",
-                                  "--threads", "1", "--replicates", "2"],
+                                  "--threads", "1", "--replicates", "2",
+                                  "--band-replicates", "2"],
                      out=str(cache / "reports"))
     tables = markdown_tables(text.split("## Measured here", 1)[1])
     assert len(tables) == 3
     (band_head, band_rows), (acc_head, acc_rows), (rem_head, rem_rows) = tables
     # the paper's Figure 7: acceptance against the training points (200 start states
-    # plus one per iteration), median and band over the 2 replicates
+    # plus one per iteration), median and band over the 2 replicates and 2 ARNS-only runs
+    assert "over 4 independent ARNS-HMC runs" in text
+    assert any(number(r[2]) < number(r[3]) for r in band_rows)
     assert band_head[:5] == ["training points", "ARNS-HMC median", "ARNS-HMC 5 %",
                              "ARNS-HMC 95 %", "exact HMC"]
     assert [number(r[0]) for r in band_rows[:2]] == [250, 300]
