@@ -162,9 +162,10 @@ class ARNSHMC(RNSHMC):
         --quick``, N = 100000) proposals do better: acceptance over
         iterations 1601-6400 about 0.72 against 0.49.  On issue 38's 5-d
         target (``tests/_targets.py``, 4 x (2000 + 4000), seeds 1-5) both
-        have R-hat at most 1.002; the largest absolute z of a mean or sd is 4.1
-        with states (seed 2, the banana's sd; 3.4 at seed 5, the funnel's)
-        and 2.3 with proposals.  A divergent proposal (its energy error
+        have R-hat at most 1.002; the largest absolute z of a mean or sd was
+        4.1 with states (seed 2, the banana's sd) and 2.3 with proposals
+        before a switch of weights refreshed the chain's gradient, 1.9 with
+        states since (Notes).  A divergent proposal (its energy error
         beyond ``max_energy_error``) lies far outside the posterior, and its
         U would dominate the least squares: fed to the layer on the 5-d
         target, such proposals blew up the recursion and left 1 to 3 chains
