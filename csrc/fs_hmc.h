@@ -56,8 +56,8 @@ double fs_dual_avg_update(fs_dual_avg *da, double accept_prob);
    potential changed: the loop then re-evaluates the current point
    (fs_hmc_point_init) before the next iteration; FS_REFRESH_DRIVE says only
    the drive changed (fs_hmc_point_refresh_drive: no judge evaluation).  A
-   status other than FS_OK stops the run after this iteration (counted in *n_done) and is returned;
-   positive values are free for the hook to mean "pause: the caller has work
+   status other than FS_OK stops the run after this iteration (counted in
+   *n_done) and is returned; positive values are free for the hook to mean "pause: the caller has work
    to do, then continues", negative ones are errors. */
 #define FS_REFRESH_DRIVE 2
 

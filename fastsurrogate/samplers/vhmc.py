@@ -557,7 +557,7 @@ class VHMC(HMC):
                 net.output_weights = trainer.weights
                 hook.finish_iteration()
                 # V changed: the chain's cached V and grad V at its state are stale
-                chain.set_position(chain.position)
+                chain.refresh_drive()
             if auto and t % self.window == 0 and hook.n_points:
                 Q = hook.points()[0][-_PROBES:]
                 P = np.concatenate([net.grad_features(q) for q in Q])
