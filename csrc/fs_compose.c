@@ -1,4 +1,5 @@
-/* fs_compose.c: weighted sums of potentials and the recording potential. */
+/* fs_compose.c: weighted sums of potentials, the trusted drive and the
+ * recording potential. */
 #include <math.h>
 #include <string.h>
 #include "fs_compose.h"
@@ -108,6 +109,34 @@ int fs_clamped_sum_eval(void *state, const double *q, double *value, double *gra
     if (gz != NULL) fs_pool_give((fs_pool *)&sum->pool, gz);
     if (status == FS_OK && value != NULL) *value = wl * ul + wz * uz;
     return status;
+}
+
+double fs_trusted_distance2(const fs_trusted *st, const double *q)
+{
+    const int d = st->surrogate.dim;
+    double r2 = 0.0, s;
+    int i, j;
+    for (i = 0; i < d; i++) {
+        const double *w = st->whiten + (size_t)i * (size_t)d;
+        s = 0.0;
+        for (j = 0; j <= i; j++) s += w[j] * (q[j] - st->centre[j]);
+        r2 += s * s;
+    }
+    return r2;
+}
+
+int fs_trusted_eval(void *state, const double *q, double *value, double *grad)
+{
+    fs_trusted *st = (fs_trusted *)state;
+    const double R = *st->radius;
+    const double r2 = fs_trusted_distance2(st, q);
+    /* a NaN distance (q not finite) goes to the exact potential, which reports it */
+    if (r2 <= R * R) {
+        st->n_surrogate++;
+        return st->surrogate.eval(st->surrogate.state, q, value, grad);
+    }
+    st->n_exact++;
+    return st->exact.eval(st->exact.state, q, value, grad);
 }
 
 /* Keeps stored rows 0, 2, 4, ... (stream indices that are multiples of

@@ -11,6 +11,10 @@
  *   surrogate: z counts where its training points are, and exp(-V) has L's
  *   tails beyond them.
  *
+ * fs_trusted: a surrogate drive trusted only near its data: the surrogate's
+ *   U and gradient inside an ellipsoid around its training points, the
+ *   exact potential's beyond it (below).  ARNS-HMC's drive.
+ *
  * fs_recorder: evaluates an inner potential and stores every (q, grad U(q))
  *   it is asked for (and U(q) when that was computed too), up to a capacity.
  *   Driving a chain's leapfrog with a recorder collects the training set of
@@ -68,6 +72,31 @@ typedef struct fs_clamped_sum {
 } fs_clamped_sum;
 
 int fs_clamped_sum_eval(void *state, const double *q, double *value, double *grad);
+
+/* fs_trusted: V(q) = S(q) where r(q) <= *radius, U(q) beyond, with
+ * r(q) = |W (q - centre)|, W lower triangular (dim x dim, row-major; only
+ * its lower triangle is read), so r is a Mahalanobis distance when
+ * W^T W is an inverse covariance.  The leapfrog with any force that is a
+ * function of q alone is volume-preserving and reversible, so an HMC chain
+ * driven by V and judged by the exact U stays exact; V merely sends the
+ * trajectory by the exact gradient where the surrogate S has no data.  V
+ * jumps across the sphere by S's error there.  *radius is read at every
+ * evaluation.  n_exact and n_surrogate count the evaluations made by each
+ * (plain counters: give each chain its own fs_trusted when the counts
+ * matter); thread-safe otherwise when both potentials are. */
+typedef struct fs_trusted {
+    fs_potential surrogate;
+    fs_potential exact;
+    const double *centre;        /* dim                                     */
+    const double *whiten;        /* dim x dim, lower triangle read          */
+    const double *radius;        /* R >= 0                                  */
+    long n_exact;
+    long n_surrogate;
+} fs_trusted;
+
+/* r(q)^2 = |W (q - centre)|^2, O(dim^2), no scratch. */
+double fs_trusted_distance2(const fs_trusted *st, const double *q);
+int fs_trusted_eval(void *state, const double *q, double *value, double *grad);
 
 typedef struct fs_recorder {
     fs_potential inner;

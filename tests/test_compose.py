@@ -1,4 +1,4 @@
-"""WeightedSum and RecordingPotential (csrc/fs_compose.c)."""
+"""WeightedSum, ClampedSum, TrustedDrive and RecordingPotential (csrc/fs_compose.c)."""
 import pickle
 
 import numpy as np
@@ -271,3 +271,86 @@ def test_clamped_sum_finite_differences_radius_and_pickle():
         ClampedSum(net, L, [1.0, 1.0], mean[:2])
     V.weights = [0.0, 2.0]            # z's weight 0: z is not evaluated
     np.testing.assert_allclose(V.value(far), 2.0 * L.value(far), rtol=1e-12)
+
+
+def _trusted_case(seed=2, d=4):
+    rng, net, mean, cov = _clamped_case(seed, d)
+    exact = models.Gaussian(mean, cov)
+    W = np.linalg.inv(np.linalg.cholesky(cov))
+    return rng, net, exact, mean, cov, W
+
+
+def test_trusted_drive_matches_numpy_and_counts_each_side():
+    from fastsurrogate.core import TrustedDrive
+    rng, net, exact, mean, cov, W = _trusted_case()
+    W_upper = W + np.triu(rng.normal(size=W.shape), 1)     # only the lower triangle counts
+    V = TrustedDrive(net, exact, mean, W_upper, radius=2.0)
+    n_in = n_out = 0
+    for scale in (0.05, 0.5, 1.0, 3.0, 30.0):
+        for _ in range(4):
+            q = mean + scale * rng.normal(size=4)
+            r = np.sqrt((q - mean) @ np.linalg.solve(cov, q - mean))   # the NumPy reference
+            ref = net if r <= 2.0 else exact
+            n_in, n_out = n_in + (r <= 2.0), n_out + (r > 2.0)
+            u, g = V.value_and_grad(q)
+            u_ref, g_ref = ref.value_and_grad(q)
+            assert u == u_ref and np.array_equal(g, g_ref)
+            assert V.distance(q) == pytest.approx(r, rel=1e-12)
+    assert n_in > 0 and n_out > 0
+    assert (V.n_surrogate, V.n_exact) == (n_in, n_out)
+    Q = mean + rng.normal(size=(7, 4))
+    np.testing.assert_allclose(V.distance(Q), [V.distance(q) for q in Q], rtol=1e-12)
+    V.reset_counts()
+    assert (V.n_surrogate, V.n_exact) == (0, 0)
+    V.value(np.full(4, np.nan))         # a NaN distance goes to the exact potential
+    assert V.n_exact == 1
+
+
+def test_trusted_drive_finite_differences_radius_pickle_and_bad_input():
+    from fastsurrogate.core import TrustedDrive
+    from fastsurrogate.diagnostics import check_gradient
+    rng, net, exact, mean, cov, W = _trusted_case(3)
+    V = TrustedDrive(net, exact, mean, W, radius=1.5)
+    for scale in (0.2, 6.0):            # inside, outside (away from the sphere)
+        q = mean + scale * rng.normal(size=4)
+        assert check_gradient(V, q).ok
+    far = mean + 40.0 * rng.normal(size=4)
+    V.radius = 1e300                    # the network everywhere
+    assert V.value(far) == net.value(far)
+    V.radius = 0.0                      # the exact potential everywhere but the centre
+    assert V.value(far) == exact.value(far)
+    V.radius = 1.5
+    W2 = pickle.loads(pickle.dumps(V))
+    assert W2.radius == 1.5 and np.array_equal(W2.whiten, V.whiten)
+    assert np.array_equal(W2.value_and_grad(far)[1], V.value_and_grad(far)[1])
+    with pytest.raises(ValueError, match="radius"):
+        V.radius = np.nan
+    with pytest.raises(ValueError, match="centre"):
+        TrustedDrive(net, exact, mean[:2], W, 1.0)
+    with pytest.raises(ValueError, match="whiten"):
+        TrustedDrive(net, exact, mean, W[:3], 1.0)
+    with pytest.raises(ValueError, match="same dim"):
+        TrustedDrive(net, models.StandardNormal(3), mean, W, 1.0)
+    with pytest.raises(TypeError, match="exact"):
+        TrustedDrive(net, exact.value, mean, W, 1.0)
+
+
+def test_trusted_drive_from_points_holds_the_quantile():
+    from fastsurrogate.core import TrustedDrive
+    rng, net, exact, mean, cov, _ = _trusted_case(4)
+    Q = rng.multivariate_normal(mean, cov, size=400)
+    V = TrustedDrive.from_points(net, exact, Q, 0.9)
+    r = V.distance(Q)
+    assert np.mean(r <= V.radius) == pytest.approx(0.9, abs=1.0 / 400)
+    C = np.cov(Q.T)
+    ref = np.sqrt(np.einsum("ij,ij->i", Q - Q.mean(0), np.linalg.solve(C, (Q - Q.mean(0)).T).T))
+    np.testing.assert_allclose(r, ref, rtol=1e-9)
+    assert TrustedDrive.from_points(net, exact, Q, 1.0).radius == pytest.approx(ref.max())
+    # points in a plane (a singular covariance): the floor keeps W finite
+    flat = np.column_stack([Q[:, :3], np.zeros(400)])
+    assert np.all(np.isfinite(TrustedDrive.from_points(net, exact, flat, 0.99).whiten))
+    for bad in (0.0, 1.5, np.nan):
+        with pytest.raises(ValueError, match="quantile"):
+            TrustedDrive.from_points(net, exact, Q, bad)
+    with pytest.raises(ValueError, match="n >= 2"):
+        TrustedDrive.from_points(net, exact, Q[:1], 0.9)

@@ -238,31 +238,38 @@ def _arns_python(s, trace, ctx_chain, net, layer, offset, Q, U, n, block, expone
     return switches, stopped
 
 
+def _online_case(ridge, block, resync_every, centred):
+    """ARNS-HMC's online layer, set up by hand: a 3-d logistic regression,
+    100 start points around 0, a 30-unit network fitted to them and its
+    output layer (centred rows or not) -> (model, Q, U, net, offset, layer,
+    centre)."""
+    from fastsurrogate.surrogates.online import OnlineOutputLayer, with_bias, set_output_weights
+    from fastsurrogate.surrogates.random_network import train_random_network
+    X, y, _ = fs.datasets.simulate_logistic(500, 3, seed=1)
+    model = fs.models.LogisticRegression(X, y, prior_sd=10.0)
+    Q = np.random.default_rng(0).normal(0.0, 0.3, (100, 3))
+    U = np.array([model.value(q) for q in Q])
+    net = train_random_network(Q, U, n_hidden=30, seed=4)
+    offset = float(U.min())
+    F = net.features(Q)
+    centre = F.mean(axis=0) if centred else None
+    layer = OnlineOutputLayer(with_bias(F if centre is None else F - centre), U - offset, ridge,
+                              block, resync_every, centre=centre)
+    set_output_weights(net, layer.weights, offset, centre)
+    return model, Q, U, net, offset, layer, centre
+
+
 @pytest.mark.parametrize("ridge, resync_every, max_points, centred", [
     (1e-6, 0, None, False), (1e-6, 60, None, False), (0.0, 0, None, False),
     (0.0, 45, 230, False), (1e-6, 0, 180, False), (1e-6, 60, None, True),
     (0.0, 45, 230, True)])
 def test_online_layer_hook_matches_the_python_loop_bit_for_bit(ridge, resync_every, max_points,
                                                                 centred):
-    from fastsurrogate.surrogates.online import (OnlineOutputLayer as _OnlineLayer, with_bias as _with_bias,
-                                                  set_output_weights as _set_weights)
     from fastsurrogate.surrogates._online import OnlineLayerHook, HOOK_STOPPED
-    from fastsurrogate.surrogates.random_network import train_random_network
-    X, y, _ = fs.datasets.simulate_logistic(500, 3, seed=1)
-    model = fs.models.LogisticRegression(X, y, prior_sd=10.0)
-    rng = np.random.default_rng(0)
-    Q = rng.normal(0.0, 0.3, (100, 3)) + np.linalg.lstsq(X, 2 * y - 1, rcond=None)[0] * 0
-    U = np.array([model.value(q) for q in Q])
     n, block, expo = 200, 10, 0.5
     out = []
     for use_hook in (False, True):
-        net = train_random_network(Q, U, n_hidden=30, seed=4)
-        offset = float(U.min())
-        F = net.features(Q)
-        centre = F.mean(axis=0) if centred else None
-        layer = _OnlineLayer(_with_bias(F if centre is None else F - centre), U - offset, ridge,
-                             block, resync_every, centre=centre)
-        _set_weights(net, layer.weights, offset, centre)
+        model, Q, U, net, offset, layer, centre = _online_case(ridge, block, resync_every, centred)
         chain = Chain(net, model, Q[-1], np.random.default_rng(9), step_size=0.05, n_steps=8)
         trace = new_trace(n, 3, proposals=True)
         if use_hook:
@@ -305,11 +312,8 @@ def test_online_layer_switch_refreshes_the_drive_gradient_without_a_judge_call()
     new network's gradient (a trajectory started from the old one would not
     be reversible, and the Metropolis test not exact), and the refresh costs
     no evaluation of the exact potential."""
-    from fastsurrogate.surrogates.online import OnlineOutputLayer, with_bias, set_output_weights
     from fastsurrogate.surrogates._online import OnlineLayerHook
-    from fastsurrogate.surrogates.random_network import train_random_network
-    X, y, _ = fs.datasets.simulate_logistic(500, 3, seed=1)
-    model = fs.models.LogisticRegression(X, y, prior_sd=10.0)
+    model, Q, U, net, offset, layer, _ = _online_case(1e-6, 10, 0, False)
     calls = [0]
 
     def judge_fn(q):
@@ -317,13 +321,6 @@ def test_online_layer_switch_refreshes_the_drive_gradient_without_a_judge_call()
         return model.value_and_grad(q)
 
     judge = fs.Potential.from_callable(judge_fn, 3)
-    rng = np.random.default_rng(0)
-    Q = rng.normal(0.0, 0.3, (100, 3))
-    U = np.array([model.value(q) for q in Q])
-    net = train_random_network(Q, U, n_hidden=30, seed=4)
-    offset = float(U.min())
-    layer = OnlineOutputLayer(with_bias(net.features(Q)), U - offset, 1e-6, 10, 0)
-    set_output_weights(net, layer.weights, offset, None)
     chain = Chain(net, judge, Q[-1], np.random.default_rng(9), step_size=0.05, n_steps=8)
     n = 200
     trace = new_trace(n, 3, proposals=True)

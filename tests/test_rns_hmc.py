@@ -204,6 +204,26 @@ def test_arns_max_points_equal_to_start_set_never_adapts():
     assert it[-1] == 300
 
 
+
+def test_arns_trust_sends_the_tails_to_the_exact_gradient():
+    X, y, _ = fs.datasets.simulate_logistic(2000, 3, seed=0)
+    model = fs.models.LogisticRegression(X, y, prior_sd=10.0)
+    kw = dict(n_hidden=50, n_start=100)
+    runs = {trust: fs.ARNSHMC(model, trust=trust, **kw).sample(300, 200, chains=1, seed=3,
+                                                              progress=False)
+            for trust in (0.99, 0.05, None)}
+    assert runs[None].info["trust"] == [None]
+    wide, narrow = runs[0.99].info["trust"][0], runs[0.05].info["trust"][0]
+    assert narrow["radius"] < wide["radius"]
+    # the ball holding 5 % of the start set leaves most evaluations to the exact U;
+    # the one holding 99 % few (a posterior's states fill it like the start set)
+    assert narrow["exact_fraction"] > 0.5 > 0.2 > wide["exact_fraction"]
+    assert wide["n_exact"] + wide["n_network"] > 300
+    with pytest.raises(ValueError, match="trust"):
+        fs.ARNSHMC(model, trust=0.0)
+    with pytest.raises(ValueError, match="trust"):
+        fs.ARNSHMC(model, trust=1.5)
+
 def test_rns_with_a_given_base_potential(logistic):
     model, ref = logistic
     flat = ref.draws.reshape(-1, model.dim)

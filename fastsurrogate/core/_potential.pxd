@@ -22,8 +22,9 @@ cdef class Potential:
     cdef object _as_q(self, q)
 
 
-# csrc/fs_compose.h: the weighted sum of potentials and the recording
-# wrapper (WeightedSum and RecordingPotential in _potential.pyx).
+# csrc/fs_compose.h: the weighted sum of potentials, the trusted drive and the
+# recording wrapper (WeightedSum, ClampedSum, TrustedDrive and
+# RecordingPotential in _potential.pyx).
 cdef extern from "fs_compose.h" nogil:
     ctypedef struct fs_weighted_sum:
         int dim
@@ -42,6 +43,17 @@ cdef extern from "fs_compose.h" nogil:
         double base_min
         const double *radius
     int fs_clamped_sum_eval(void *state, const double *q, double *value, double *grad)
+
+    ctypedef struct fs_trusted:
+        fs_potential surrogate
+        fs_potential exact
+        const double *centre
+        const double *whiten
+        const double *radius
+        long n_exact
+        long n_surrogate
+    double fs_trusted_distance2(const fs_trusted *st, const double *q)
+    int fs_trusted_eval(void *state, const double *q, double *value, double *grad)
 
     ctypedef struct fs_recorder:
         fs_potential inner
@@ -75,3 +87,13 @@ cdef class ClampedSum(WeightedSum):
     cdef fs_clamped_sum gst
     cdef cnp.ndarray _radius
     cdef readonly cnp.ndarray centre
+
+
+cdef class TrustedDrive(Potential):
+    # st.radius points into _radius (read at every evaluation)
+    cdef fs_trusted st
+    cdef cnp.ndarray _radius
+    cdef readonly cnp.ndarray centre
+    cdef readonly cnp.ndarray whiten
+    cdef readonly Potential surrogate
+    cdef readonly Potential exact

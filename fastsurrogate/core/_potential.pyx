@@ -1,5 +1,6 @@
 """The Potential type (the Python face of the fs_potential contract), its
-compositions WeightedSum and RecordingPotential (csrc/fs_compose.c), and the
+compositions WeightedSum, ClampedSum, TrustedDrive and RecordingPotential
+(csrc/fs_compose.c), and the
 exceptions FS_* status codes become (PotentialError, TrainingError)."""
 
 from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer, PyCapsule_IsValid
@@ -764,6 +765,14 @@ cdef class WeightedSum(Potential):
                 f"{[type(t).__name__ for t in self.potentials]} weights={self.weights.tolist()}>")
 
 
+def _store_radius(buf, value):
+    """buf[0] = value, a radius: finite and >= 0 (ClampedSum, TrustedDrive)."""
+    r = float(value)
+    if not (r >= 0 and np.isfinite(r)):
+        raise ValueError(f"radius must be finite and >= 0, got {value!r}")
+    buf[0] = r
+
+
 cdef class ClampedSum(WeightedSum):
     """V(q) = w_0 z(p(q)) + w_1 L(q): z held at its values on a sphere beyond it.
 
@@ -814,10 +823,7 @@ cdef class ClampedSum(WeightedSum):
 
     @radius.setter
     def radius(self, value):
-        r = float(value)
-        if not (r >= 0 and np.isfinite(r)):
-            raise ValueError(f"radius must be finite and >= 0, got {value!r}")
-        self._radius[0] = r
+        _store_radius(self._radius, value)
 
     def distance(self, q):
         """r(q) for q of shape (dim,) or (n, dim): the distance from the centre
@@ -836,6 +842,157 @@ cdef class ClampedSum(WeightedSum):
         return (f"<ClampedSum dim={self.pot.dim} terms="
                 f"{[type(t).__name__ for t in self.potentials]} weights={self.weights.tolist()} "
                 f"radius={self.radius:.4g}>")
+
+
+cdef class TrustedDrive(Potential):
+    """A surrogate trusted only near its data: V(q) = S(q) where r(q) <= R,
+    the exact U(q) beyond.
+
+    r(q) = |W (q - centre)| with W lower triangular: with W the inverse of
+    the Cholesky factor of a covariance C, r is the Mahalanobis distance
+    sqrt((q - c)^T C^-1 (q - c)).  Drive an HMC chain with V and judge it
+    with U: the leapfrog with any force that depends on q alone is
+    volume-preserving and reversible, so the chain stays exact however the
+    switch falls, and where the surrogate has seen no data (its tails) the
+    trajectory follows the exact gradient.  V's value jumps across the
+    sphere by the surrogate's error there.  ARNS-HMC's drive (``trust``).
+
+    Parameters
+    ----------
+    surrogate, exact : Potential
+        S and U, of the same dimension d.
+    centre : array_like, shape (d,)
+    whiten : array_like, shape (d, d)
+        W; only its lower triangle is read.
+    radius : float
+        R >= 0; may be changed later through :attr:`radius`.
+
+    Attributes
+    ----------
+    n_exact, n_surrogate : int
+        Evaluations made by U and by S so far (:meth:`reset_counts`).  Plain
+        counters: chains sharing one TrustedDrive in threads may miscount.
+
+    See Also
+    --------
+    from_points : centre, W and R from training points.
+    """
+
+    def __init__(self, surrogate, exact, centre, whiten, radius):
+        for name, p in (("surrogate", surrogate), ("exact", exact)):
+            if not isinstance(p, Potential):
+                raise TypeError(f"{name} must be a Potential, got {type(p).__name__}")
+            if (<Potential>p).pot.eval == NULL:
+                raise TypeError(f"{name} ({type(p).__name__}) is not initialised")
+        d = (<Potential>surrogate).pot.dim
+        if (<Potential>exact).pot.dim != d:
+            raise ValueError(f"surrogate and exact must have the same dim; got {d} and "
+                             f"{exact.dim}")
+        c = np.array(centre, dtype=np.float64).ravel()
+        if c.shape != (d,) or not np.all(np.isfinite(c)):
+            raise ValueError(f"centre must be a finite array of shape ({d},)")
+        W = np.ascontiguousarray(np.tril(np.asarray(whiten, dtype=np.float64)))
+        if W.shape != (d, d) or not np.all(np.isfinite(W)):
+            raise ValueError(f"whiten must be a finite array of shape ({d}, {d})")
+        self.surrogate, self.exact = surrogate, exact
+        self.centre, self.whiten = c, W
+        self._radius = np.zeros(1)
+        self.radius = radius
+        self._keep = (surrogate, exact)
+        self.st.surrogate = (<Potential>surrogate).pot
+        self.st.exact = (<Potential>exact).pot
+        self.st.centre = <const double *>cnp.PyArray_DATA(self.centre)
+        self.st.whiten = <const double *>cnp.PyArray_DATA(self.whiten)
+        self.st.radius = <const double *>cnp.PyArray_DATA(self._radius)
+        self.st.n_exact = 0
+        self.st.n_surrogate = 0
+        self.pot.dim = d
+        self.pot.state = &self.st
+        self.pot.eval = fs_trusted_eval
+        self.thread_safe = surrogate.thread_safe and exact.thread_safe
+
+    @staticmethod
+    def from_points(surrogate, exact, Q, quantile):
+        """The TrustedDrive whose ball holds ``quantile`` of the points Q.
+
+        centre = the points' mean, W = the inverse Cholesky factor of their
+        covariance (its diagonal floored at 1e-12 of its mean, relative,
+        when the points span fewer than d directions), R = that quantile
+        of the points' distances r.
+
+        Parameters
+        ----------
+        surrogate, exact : Potential
+        Q : array_like, shape (n, d)
+            The surrogate's training points, n >= 2.
+        quantile : float
+            In (0, 1]; 1 is the farthest point.
+        """
+        Q = np.asarray(Q, dtype=np.float64)
+        if Q.ndim != 2 or Q.shape[0] < 2 or not np.all(np.isfinite(Q)):
+            raise ValueError("Q must be a finite array of shape (n, d) with n >= 2")
+        q = float(quantile)
+        if not 0 < q <= 1:
+            raise ValueError(f"quantile must be in (0, 1], got {quantile!r}")
+        centre = Q.mean(axis=0)
+        C = np.atleast_2d(np.cov(Q, rowvar=False))
+        floor = 1e-12 * max(float(np.mean(np.diag(C))), np.finfo(float).tiny)
+        C[np.diag_indices_from(C)] = np.maximum(np.diag(C), 0.0) + floor
+        W = np.linalg.inv(np.linalg.cholesky(C))
+        r = np.sqrt(np.sum(((Q - centre) @ W.T) ** 2, axis=1))
+        return TrustedDrive(surrogate, exact, centre, W, float(np.quantile(r, q)))
+
+    @property
+    def radius(self):
+        """R: the surrogate drives where r(q) <= R."""
+        return float(self._radius[0])
+
+    @radius.setter
+    def radius(self, value):
+        _store_radius(self._radius, value)
+
+    @property
+    def n_exact(self):
+        return int(self.st.n_exact)
+
+    @property
+    def n_surrogate(self):
+        return int(self.st.n_surrogate)
+
+    def reset_counts(self):
+        """Set :attr:`n_exact` and :attr:`n_surrogate` to zero."""
+        self.st.n_exact = 0
+        self.st.n_surrogate = 0
+
+    def distance(self, q):
+        """r(q) for q of shape (d,) or (n, d)."""
+        Q = np.asarray(q, dtype=np.float64)
+        if Q.ndim not in (1, 2) or Q.shape[Q.ndim - 1] != self.pot.dim:
+            raise ValueError(f"q must have shape ({self.pot.dim},) or (n, {self.pot.dim})")
+        r = np.sqrt(np.sum(((Q - self.centre) @ self.whiten.T) ** 2, axis=-1))
+        return float(r) if Q.ndim == 1 else r
+
+    @property
+    def param_names(self):
+        return self.exact.param_names
+
+    def constrain(self, q):
+        return self.exact.constrain(q)
+
+    def _ckpt_state(self, full):
+        return {"n_exact": self.n_exact, "n_surrogate": self.n_surrogate}, {}
+
+    def _ckpt_restore(self, sc, arr):
+        self.st.n_exact = int(sc["n_exact"])
+        self.st.n_surrogate = int(sc["n_surrogate"])
+
+    def __reduce__(self):
+        return (TrustedDrive, (self.surrogate, self.exact, self.centre, self.whiten,
+                               self.radius))
+
+    def __repr__(self):
+        return (f"<TrustedDrive dim={self.pot.dim} surrogate={type(self.surrogate).__name__} "
+                f"exact={type(self.exact).__name__} radius={self.radius:.4g}>")
 
 
 cdef class RecordingPotential(Potential):
