@@ -13,7 +13,7 @@
  *
  * fs_trusted: a surrogate drive trusted only near its data: the surrogate's
  *   U and gradient inside an ellipsoid around its training points, the
- *   exact potential's beyond it (below).  ARNS-HMC's drive.
+ *   exact potential's beyond it (below).  RNS-HMC's and ARNS-HMC's drive.
  *
  * fs_recorder: evaluates an inner potential and stores every (q, grad U(q))
  *   it is asked for (and U(q) when that was computed too), up to a capacity.

@@ -127,6 +127,26 @@ def test_guard_retrains():
                                                    progress=False)
     assert res.info["guard_events"]
     assert res.info["guard_events"][0]["action"] == "retrain"
+    # the retrained networks drive inside their own ellipsoids: the counts add up
+    # over the drives (at least one evaluation per iteration, L per trajectory)
+    rec = res.info["trust"][0]
+    assert rec["radius"] > 0 and rec["n_exact"] + rec["n_network"] >= 400 * 2
+
+
+def test_rns_trust_records_each_chain_and_rnsrmhmc_refuses_it():
+    X, y, _ = fs.datasets.simulate_logistic(2000, 3, seed=0)
+    model = fs.models.LogisticRegression(X, y, prior_sd=10.0)
+    kw = dict(n_draws=200, n_warmup=300, chains=2, seed=4, progress=False, n_hidden=50)
+    on = fs.sample(model, method="rns-hmc", **kw)
+    off = fs.sample(model, method="rns-hmc", trust=None, **kw)
+    assert off.info["trust"] == [None, None]
+    assert [r["radius"] for r in on.info["trust"]] == [on.info["trust"][0]["radius"]] * 2
+    for rec in on.info["trust"]:
+        assert 0 <= rec["exact_fraction"] < 0.2 and rec["n_network"] > 200
+    with pytest.raises(ValueError, match="trust"):
+        fs.RNSHMC(model, trust=0.0)
+    with pytest.raises(ValueError, match="trust"):
+        fs.RNSRMHMC(model, trust=0.99)
 
 
 def test_surrogate_is_a_reusable_potential(logistic):

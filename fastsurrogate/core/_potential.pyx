@@ -855,7 +855,7 @@ cdef class TrustedDrive(Potential):
     volume-preserving and reversible, so the chain stays exact however the
     switch falls, and where the surrogate has seen no data (its tails) the
     trajectory follows the exact gradient.  V's value jumps across the
-    sphere by the surrogate's error there.  ARNS-HMC's drive (``trust``).
+    sphere by the surrogate's error there.  RNS-HMC's and ARNS-HMC's drive (``trust``).
 
     Parameters
     ----------

@@ -27,7 +27,7 @@ for its banana example, as ``nnghmc-4.1`` runs them on this banana; the
 RNS-HMC paper gives none).
 
 * HMC: ``--explore`` burn-in iterations, then ``--draws`` draws.
-* RNS-HMC: ``fs.RNSHMC(n_hidden=s, training="states", guard=None)``: the
+* RNS-HMC: ``fs.RNSHMC(n_hidden=s, training="states", guard=None, trust=None)``: the
   same number of exact-HMC exploration iterations, whose states after the
   first 20 % (with their exact U) train a softplus random network (the
   package's default ridge and input-scale choice), then ``--draws`` draws
@@ -119,7 +119,8 @@ def run_chains(model, q0, args):
         warnings.simplefilter("ignore", fs.SamplingWarning)
         hmc = fs.HMC(model, **kw).sample(args.draws, args.explore, chains=1, seed=args.seed,
                                          init=q0, progress=False)
-        rns = {s: [fs.RNSHMC(model, n_hidden=s, training="states", guard=None, **kw).sample(
+        rns = {s: [fs.RNSHMC(model, n_hidden=s, training="states", guard=None, trust=None,
+                             **kw).sample(
             args.draws, args.explore, chains=1, seed=args.seed + k, init=q0, progress=False)
             for k in range(args.bases)] for s in args.hidden}
     for s in args.hidden:

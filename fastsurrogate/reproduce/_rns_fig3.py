@@ -33,7 +33,7 @@ Target: N(0, S) in 32 dimensions, S = 0.01 I + 0.99 u u^T, u = (1,...,1)/sqrt(32
    at least twice the training size, away from the interpolation peak at s ~ N
    where the ridge least squares is ill-conditioned) and an RBF random network
    (all training points as centres, s = N capped at 2000).
-4. Each surrogate drives ``fs.RNSHMC(target, surrogate=..., guard=None,
+4. Each surrogate drives ``fs.RNSHMC(target, surrogate=..., guard=None, trust=None,
    adapt=False)`` with the same step size and L as the exact baseline; the
    Metropolis test uses the exact U, so all chains target the exact Gaussian.
    Reported: acceptance (mean acceptance probability), min over the 32
@@ -188,7 +188,8 @@ def _runs(target, pool, sizes, n_draws, args):
         for method, size, pot, t_fit, gp in fit_surrogates(Q, U, N, args, args.seed + 3):
             gerr = grad_error(pot, target, pool["Qtest"])
             res = fs.RNSHMC(target,
-                            surrogate=pot, guard=None, **hmc_kw).sample(n_draws, 0, **run_kw)
+                            surrogate=pot, guard=None, trust=None,
+                            **hmc_kw).sample(n_draws, 0, **run_kw)
             st = chain_stats(res)
             extra = ""
             if gp is not None:

@@ -13,7 +13,7 @@ fixed; ``--explore`` exploration iterations at that step, whose states
 after the first 20 % (positions and exact U) train softplus random networks
 (``train_random_network``, default ridge / input scale choice) with
 s = m d hidden units for m in ``--multiples``; each network drives
-``fs.RNSHMC(surrogate=..., guard=None)`` with the same step and L from the
+``fs.RNSHMC(surrogate=..., guard=None, trust=None)`` with the same step and L from the
 last exploration state, ``--draws`` iterations with the exact Metropolis
 test.  Cells: mean acceptance probability; exact HMC's own acceptance with
 the same step and L is the reference column.
@@ -77,7 +77,7 @@ def reproduce(args):
             s = max(1, int(round(m * d)))
             net = fs.surrogates.train_random_network(Q, U, n_hidden=s, activation="softplus",
                                                      seed=args.seed + 3)
-            res = fs.RNSHMC(model, surrogate=net, guard=None, **hmc_kw).sample(
+            res = fs.RNSHMC(model, surrogate=net, guard=None, trust=None, **hmc_kw).sample(
                 args.draws, 0, chains=1, seed=args.seed + 2, init=q0, progress=False)
             acc = float(np.mean(res.acceptance_rate))
             cells.append(f"{acc:.3f}")

@@ -17,7 +17,7 @@ the network is fitted to N of them spread evenly over the pool (every
 than its last stretch), for each s in ``--hidden`` (softplus random
 networks, ``train_random_network`` with its default ridge / input-scale
 choice, the same basis seed for every cell).  Each network drives
-``fs.RNSHMC(surrogate=..., guard=None)`` with exact HMC's step and L from the
+``fs.RNSHMC(surrogate=..., guard=None, trust=None)`` with exact HMC's step and L from the
 last exploration state for ``--draws`` iterations with the exact Metropolis
 test, so every cell's chain targets the posterior and only the acceptance
 varies.  Cells: mean acceptance probability; the "exact HMC" column is exact
@@ -84,7 +84,7 @@ def reproduce(args):
         for s in args.hidden:
             net = fs.surrogates.train_random_network(Q[idx], U[idx], n_hidden=s,
                                                      activation="softplus", seed=args.seed + 3)
-            res = fs.RNSHMC(model, surrogate=net, guard=None, **hmc_kw).sample(
+            res = fs.RNSHMC(model, surrogate=net, guard=None, trust=None, **hmc_kw).sample(
                 args.draws, 0, chains=1, seed=args.seed + 2, init=q0, progress=False)
             acc = float(np.mean(res.acceptance_rate))
             cells.append(f"{acc:.3f}")

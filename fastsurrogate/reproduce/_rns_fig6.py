@@ -20,7 +20,7 @@ iteration, identity metric, no adaptation; both chains start at the MAP
 (L-BFGS), RNS-HMC with another seed (``--seed + 1``: independent
 chains).  HMC: ``--burn-in`` iterations (default ``--explore``, the
 paper's 5000), then ``--draws`` draws.  RNS-HMC (``fs.RNSHMC(n_hidden=2000,
-training="states", guard=None)``): ``--explore`` exact-HMC exploration
+training="states", guard=None, trust=None)``): ``--explore`` exact-HMC exploration
 iterations whose states after the first 20 % train a softplus random
 network (the package's default ridge and input-scale choice), then
 ``--draws`` draws on its gradient with the exact Metropolis test.
@@ -104,7 +104,7 @@ def run_chains(args):
     # the network's trajectory ends where the exact one does, every draw (coupled
     # chains would agree more closely than two independent samples of the posterior)
     rns = fs.sample(model, method="rns-hmc", training="states", n_hidden=args.n_hidden,
-                    guard=None, **dict(common, seed=args.seed + 1))
+                    guard=None, trust=None, **dict(common, seed=args.seed + 1))
     return hmc, rns, beta, q0
 
 

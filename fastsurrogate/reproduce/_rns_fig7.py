@@ -238,7 +238,7 @@ def _problem_args(name, args):
 
 
 def make_rns(model, args):
-    return fs.RNSHMC(model, guard=None, training="states", n_hidden=args.n_hidden,
+    return fs.RNSHMC(model, guard=None, trust=None, training="states", n_hidden=args.n_hidden,
                      step_size=args.step, n_steps=args.n_steps, random_n_steps=True,
                      metric="unit", adapt=False, **args.rns_options)
 

@@ -172,7 +172,7 @@ def arns_sampler(model, cfg):
 
 
 def rns_sampler(model, cfg):
-    return fs.RNSHMC(model, guard=None, training="states", n_hidden=cfg["n_hidden"],
+    return fs.RNSHMC(model, guard=None, trust=None, training="states", n_hidden=cfg["n_hidden"],
                      step_size=cfg["step_size"], n_steps=cfg["n_steps"], random_n_steps=True,
                      metric="unit", adapt=False, **cfg.get("surrogate", {}))
 

@@ -111,15 +111,16 @@ def run(name, quick, threads, seed):
     out["HMC"] = fs.sample(model, method="hmc", **common)
     sur = SURROGATE.get(name, {})
     out["RNS-HMC"] = fs.sample(model, method="rns-hmc", training="states",
-                               n_hidden=cfg["n_hidden"], guard=None,
+                               n_hidden=cfg["n_hidden"], guard=None, trust=None,
                                **sur, **common)
     if not quick:
         out["RNS-HMC+DA"] = fs.sample(model, method="rns-hmc", training="states",
                                       n_hidden=cfg["n_hidden"],
-                                      guard=None, delayed_acceptance=True, **sur, **common)
+                                      guard=None, trust=None, delayed_acceptance=True,
+                                      **sur, **common)
     for label, opts in ({} if quick else EXTRA.get(name, {})).items():
         out[label] = fs.sample(model, method="rns-hmc", training="states",
-                               n_hidden=cfg["n_hidden"], guard=None,
+                               n_hidden=cfg["n_hidden"], guard=None, trust=None,
                                **opts, **common)
     out["ARNS-HMC"] = fs.sample(model, method="arns-hmc", training="states",
                                 n_hidden=cfg["n_hidden"],

@@ -44,7 +44,7 @@ from ..surrogates.random_network import train_random_network
 from ._chain import surrogate_seed
 from ._checks import check_int, check_int_or_auto, check_number, refuse_options
 from .rns_hmc import (RNSHMC, RNSChainState, RNSRunState, quadratic_count, recorder_capacity,
-                      trajectory_points)
+                      trajectory_points, trust_record)
 from .surrogate_nuts import check_warmup_size, surrogate_nuts_warmup
 from ..surrogates.value_gradient import even_indices
 
@@ -274,8 +274,7 @@ class ARNSHMC(RNSHMC):
     def __init__(self, potential: Potential, *, n_start: int = 200, update_every: int = 10,
                  exponent: float = 0.5, online_ridge: float | None = None,
                  resync_every: int = 0, online_data: str = "states",
-                 max_points: int | None = None, trust: float | None = 0.99,
-                 **options: Any) -> None:
+                 max_points: int | None = None, **options: Any) -> None:
         fit_defaulted = {k: k not in options for k in ("input_scale", "ridge")}
         training = _check_options(options)
         hidden_defaulted = check_int_or_auto("n_hidden", options.get("n_hidden", "auto")) == "auto"
@@ -320,11 +319,6 @@ class ARNSHMC(RNSHMC):
         self.online_data = online_data
         self.max_points = None if max_points is None else check_int("max_points", max_points,
                                                                      self.n_start)
-        if trust is not None:
-            trust = check_number("trust", trust)
-            if not 0 < trust <= 1:
-                raise ValueError(f"trust must be in (0, 1] or None, got {trust!r}")
-        self.trust = trust
 
     # -- the algorithm -----------------------------------------------------------
     default_warmup = 400
@@ -406,7 +400,7 @@ class ARNSHMC(RNSHMC):
             "training_curve": [np.array(st.curve, dtype=float).reshape(-1, 3)
                                for st in states],
             "surrogates": [st.net for st in states],
-            "trust": [_trust_record(st.drive) for st in states]})
+            "trust": [trust_record([st.drive]) for st in states]})
         run.surrogate = run.info["surrogates"][0]
 
     def _trajectory_capacity(self, run, start):
@@ -521,17 +515,6 @@ class ARNSHMC(RNSHMC):
                     # the surrogate is fixed from here on: surrogate transitions
                     self.start_transitions(ctx, st.drive)
                     hook = None
-
-
-def _trust_record(drive):
-    """info["trust"]'s record of a chain's drive: None without ``trust``, else
-    the radius, the drive's evaluations by the network and by the exact U,
-    and the exact ones' fraction."""
-    if not isinstance(drive, TrustedDrive):
-        return None
-    n_exact, n_net = drive.n_exact, drive.n_surrogate
-    return {"radius": drive.radius, "n_exact": n_exact, "n_network": n_net,
-            "exact_fraction": n_exact / max(1, n_exact + n_net)}
 
 
 def online_penalty(F, ridge):

@@ -291,6 +291,9 @@ class RNSRMHMC(RNSHMC):
                        "its exploitation is the generalized-leapfrog chain, with one exact "
                        "Metropolis test per iteration and no guard")
         options.setdefault("guard", None)
+        if options.setdefault("trust", None) is not None:
+            raise ValueError("RNS-RMHMC has no trust option: its generalized leapfrog needs "
+                             "the surrogate's metric everywhere")
         super().__init__(potential, **options)
         if test_metric not in ("exact", "surrogate"):
             raise ValueError(f'test_metric must be "exact" or "surrogate", got {test_metric!r}')
