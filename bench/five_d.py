@@ -24,9 +24,12 @@ from _targets import five_d  # noqa: E402
 import fastsurrogate as fs  # noqa: E402
 from fastsurrogate.diagnostics import rhat, mcse_mean, mcse_sd  # noqa: E402
 
+# NUTS is the exact reference: surrogate=False pins it (with "auto" the one
+# up-front cost check decides, and this Python-callback target's ratio sits
+# near the threshold: measured 3.9 against 4, so runs differed)
 METHODS = {
     "rns-hmc": {}, "arns-hmc": {}, "nnghmc": {}, "vhmc-exact": {"exact": True},
-    "vhmc": {}, "hmc": {}, "nuts": {},
+    "vhmc": {}, "hmc": {}, "nuts": {"surrogate": False},
 }
 
 
