@@ -193,6 +193,36 @@ def test_a_worker_lost_mid_phase_with_a_checkpoint(tmp_path):
     assert_same(fs.sample(fs.Potential.from_callable(slow_gauss, 2), resume=path, **kw), ref)
 
 
+
+def test_the_snapshot_receiver_survives_a_worker_lost_mid_handshake():
+    """A worker killed while it connects to the snapshot receiver (before it
+    answers the receiver's challenge) must not end the receiver's thread:
+    pause() connects to it and waits for its answer, and with the thread
+    gone it waited forever (CI hung in
+    test_a_worker_lost_mid_phase_with_a_checkpoint)."""
+    import socket
+    merged = []
+    ck = SimpleNamespace(merge=lambda data: merged.append(data) or 1, write=lambda: None)
+    drain = _executors._Drain(ck, None, "process")
+    drain.start()
+    try:
+        s = socket.socket(socket.AF_UNIX)      # connects, takes the challenge and goes
+        s.connect(drain.listener.address)      # before it answers: the receiver's
+        s.recv(4096)                           # accept() then sees EOFError
+        s.close()
+
+        def after():                            # a worker's snapshot, then a pause
+            drain.sender.put(b"snapshot")
+            drain.pause()
+
+        done = threading.Thread(target=after, daemon=True)
+        done.start()
+        done.join(60)                           # a hang guard, not a timing
+        assert not done.is_alive(), "the receiver had ended: no one answered the handshake"
+        assert merged == [b"snapshot"]
+    finally:
+        drain.listener.close()
+
 @pytest.mark.slow
 def test_dask_cluster_checkpoints_and_resumes(tmp_path):
     """Chains on a Dask cluster send their snapshots through a

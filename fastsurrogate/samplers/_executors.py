@@ -601,8 +601,9 @@ class _Drain:
         if not self.started:
             return
         if self.queue is None:
-            with Client(self.listener.address, authkey=self.sender.authkey) as conn:
-                conn.send_bytes(b"")
+            if self.threads[0].is_alive():  # else no one would answer the handshake
+                with Client(self.listener.address, authkey=self.sender.authkey) as conn:
+                    conn.send_bytes(b"")
         else:
             self.stopping.set()
         self.threads[0].join()
@@ -646,7 +647,10 @@ class _Drain:
         while True:
             try:
                 conn = self.listener.accept()
-            except AuthenticationError:         # not one of our workers
+            except (AuthenticationError, EOFError):
+                # not one of our workers, or one lost mid-way through the
+                # handshake (a killed worker: EOFError); had this thread ended
+                # there, pause() would wait forever for its answer (seen in CI)
                 continue
             except OSError:
                 # out of file descriptors, a connection reset while queued:
